@@ -1,0 +1,10 @@
+"""Every WebSocket route. Each consumer extends core.consumers.OwnerConsumer,
+which refuses anonymous sockets and objects that belong to someone else."""
+
+from django.urls import path
+
+from core.consumers import PingConsumer
+
+websocket_urlpatterns = [
+    path("ws/ping/", PingConsumer.as_asgi()),
+]

@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from core import views as core_views
+
+urlpatterns = [
+    path("", core_views.home, name="home"),
+    path("health", core_views.health, name="health"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("", include("workbench.urls")),
+    path("", include("completions.urls")),
+    path("loom/", include("loom.urls")),
+]

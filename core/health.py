@@ -1,0 +1,61 @@
+"""State of every service Weft needs, for /health and the launcher."""
+
+import asyncio
+import time
+
+import redis
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection
+
+
+def check_database() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def check_broker() -> None:
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
+def check_channel_layer() -> None:
+    async def round_trip() -> None:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.send(channel, {"type": "health.ping"})
+        await asyncio.wait_for(layer.receive(channel), timeout=2)
+
+    async_to_sync(round_trip)()
+
+
+def check_backend() -> None:
+    from completions.client import backend_health
+
+    backend_health()
+
+
+CHECKS = {
+    "database": check_database,
+    "broker": check_broker,
+    "channel_layer": check_channel_layer,
+    "backend": check_backend,
+}
+
+
+def run_checks() -> dict[str, dict]:
+    results = {}
+    for name, check in CHECKS.items():
+        started = time.monotonic()
+        try:
+            check()
+        except Exception as exc:  # every failure is a state to report, not a crash
+            results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        else:
+            results[name] = {"ok": True}
+        results[name]["ms"] = round((time.monotonic() - started) * 1000, 1)
+    return results

@@ -1,0 +1,92 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    Supervisor,
+    child_env,
+    free_port,
+    start_web,
+    start_worker,
+)
+
+# Playwright's sync API runs an event loop in the test thread; Django would
+# otherwise refuse ORM calls made beside it.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / ".artifacts"
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    counter = iter(range(1, 10_000))
+
+    def make(username: str | None = None, password: str = "a-long-test-password", **fields):
+        username = username or f"user{next(counter)}"
+        return django_user_model.objects.create_user(username=username, password=password, **fields)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def stack_env(django_db_setup, tmp_path_factory):
+    """Environment for real Weft processes pointed at the test database."""
+    from django.conf import settings
+
+    return child_env(settings.DATABASES["default"]["NAME"])
+
+
+@pytest.fixture(scope="session")
+def stack(stack_env, tmp_path_factory):
+    """The real ASGI server and a real Celery worker on the test database and
+    the test Redis. Tests using it need django_db(transaction=True) so that the
+    rows they create are committed and visible to these processes."""
+    sup = Supervisor()
+    logs = tmp_path_factory.mktemp("stack")
+    try:
+        url = start_web(sup, stack_env, free_port())
+        start_worker(sup, stack_env, logs / "worker.log")
+        yield {"url": url, "env": stack_env, "supervisor": sup, "logs": logs}
+    finally:
+        sup.stop_all()
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    # Debian's Chromium, never a downloaded browser (`playwright install` fails here).
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture
+def login(page):
+    """Log a user in through the real login form."""
+
+    def do(base_url: str, username: str, password: str = "a-long-test-password"):
+        page.goto(f"{base_url}/login/")
+        page.get_by_label("Username").fill(username)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(lambda url: "/login/" not in url)
+        return page
+
+    return do
+
+
+@pytest.fixture
+def session_cookie(client):
+    """A sessionid for `user`, for WebSocket clients."""
+
+    def make(user) -> str:
+        client.force_login(user)
+        return client.cookies["sessionid"].value
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir():
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

@@ -1,0 +1,90 @@
+"""Helpers for tests that run Weft's real processes against the test database."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from config.launcher import BASE_DIR, Supervisor
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def child_env(test_db_name: str, **extra: str) -> dict[str, str]:
+    """The environment for a Weft process that must see the test database."""
+    env = dict(os.environ)
+    parts = urlsplit(env["DATABASE_URL"])
+    env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{test_db_name}"))
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    env.update(extra)
+    return env
+
+
+def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            result = predicate()
+            if result:
+                return result
+        except Exception as exc:  # not ready yet
+            last_error = exc
+        time.sleep(interval)
+    raise AssertionError(f"{what} not ready within {timeout} s (last error: {last_error})")
+
+
+def start_web(sup: Supervisor, env: dict, port: int):
+    import httpx
+
+    proc = sup.start(
+        "web",
+        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
+         "--port", str(port), "--lifespan", "off", "--no-access-log", "--ws", "websockets"],
+        env_vars=env,
+    )  # fmt: skip
+    wait_until(
+        lambda: (
+            proc.poll() is None
+            and httpx.get(f"http://127.0.0.1:{port}/login/", timeout=2).status_code == 200
+        ),
+        30,
+        "ASGI server",
+    )
+    return f"http://127.0.0.1:{port}"
+
+
+def start_worker(sup: Supervisor, env: dict, log: Path, concurrency: int = 4):
+    handle = open(log, "wb")  # noqa: SIM115 - closed with the process
+    proc = sup.start(
+        "worker",
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "INFO", "--pool",
+         "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",
+         "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"],
+        env_vars=env,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    wait_until(lambda: proc.poll() is None and b" ready." in log.read_bytes(), 60, "Celery worker")
+    return proc
+
+
+__all__ = ["BASE_DIR", "Supervisor"]

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from workbench import views
+
+urlpatterns = [
+    path("workbench/", views.workbench, name="workbench"),
+    path("inspect/", views.inspect, name="inspect"),
+    path("history/", views.history, name="history"),
+]

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "completions",
     "workbench",
     "loom",
+    "inspector",
 ]
 
 MIDDLEWARE = [

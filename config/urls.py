@@ -12,5 +12,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("workbench.urls")),
     path("", include("completions.urls")),
+    path("", include("inspector.urls")),
     path("loom/", include("loom.urls")),
 ]

@@ -4,6 +4,5 @@ from workbench import views
 
 urlpatterns = [
     path("workbench/", views.workbench, name="workbench"),
-    path("inspect/", views.inspect, name="inspect"),
     path("history/", views.history, name="history"),
 ]

@@ -264,6 +264,12 @@ def clear_stale_pidfile(pidfile: Path) -> None:
     if b"postgres" not in cmdline:
         pidfile.unlink(missing_ok=True)
         return
+    # A Postgres whose launcher was just killed is shutting down (parent-death signal).
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not Path(f"/proc/{pid}").exists():
+        return
     raise LaunchError(
         f"a PostgreSQL (pid {pid}) is still running on {pidfile.parent}; stop it first (kill {pid})"
     )

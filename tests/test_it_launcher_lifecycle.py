@@ -3,9 +3,11 @@ refused, kill -9 leaves nothing behind, Ctrl-C stops everything."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -49,8 +51,10 @@ def port_closed(port):
 
 
 @pytest.fixture
-def launch_env(tmp_path_factory):
-    data = tmp_path_factory.mktemp("run")
+def launch_env():
+    # Not pytest's tmp_path: that lives under a 0700 folder other pytest runs prune,
+    # and Postgres (run as another user when we are root) must traverse it.
+    data = tempfile.mkdtemp(prefix="weft-run-")
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.pop("WEFT_BACKEND_URL", None)
     env.update(
@@ -59,7 +63,8 @@ def launch_env(tmp_path_factory):
         WEFT_ENGINE_PORT=str(free_port()),
         WEFT_WORKER_CONCURRENCY="2",
     )
-    return env
+    yield env
+    shutil.rmtree(data, ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -68,7 +73,10 @@ def test_it_runs_restarts_after_kill_and_stops_on_ctrl_c(launch_env):
     first = Launcher(launch_env)
     try:
         started = time.monotonic()
-        wait_until(lambda: first.find("ready at"), 120, "make run (cold)")
+        wait_until(
+            lambda: first.find("ready at") or first.proc.poll() is not None, 120, "make run (cold)"
+        )
+        assert first.find("ready at"), first.lines
         cold = time.monotonic() - started
         creds = first.find(r"^username: (\S+)  password: (\S+)$")
         assert creds, first.lines
@@ -105,7 +113,10 @@ def test_it_runs_restarts_after_kill_and_stops_on_ctrl_c(launch_env):
     again = Launcher(launch_env)
     try:
         started = time.monotonic()
-        wait_until(lambda: again.find("ready at"), 120, "make run (warm, after kill -9)")
+        wait_until(
+            lambda: again.find("ready at") or again.proc.poll() is not None, 120, "make run (warm)"
+        )
+        assert again.find("ready at"), again.lines
         warm = time.monotonic() - started
         assert again.find(rf"^username: {re.escape(creds[1])}  password: {re.escape(creds[2])}$")
         assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200

@@ -123,18 +123,11 @@ def check_environment() -> dict:
         "engine_model": env.env_str("WEFT_ENGINE_MODEL"),
         "worker_concurrency": env.env_int("WEFT_WORKER_CONCURRENCY", 8, minimum=1),
     }
-    if cfg["database_url"]:
-        env.database_from_url("DATABASE_URL", cfg["database_url"])
-    if cfg["redis_url"]:
-        env.check_redis_url("REDIS_URL", cfg["redis_url"])
-    if cfg["backend_url"]:
-        env.check_http_url("WEFT_BACKEND_URL", cfg["backend_url"])
-    env.env_bool("DEBUG")
-    env.env_bool("SESSION_COOKIE_SECURE")
-    env.env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0)
-    env.env_int("WEFT_MONTHLY_TOKEN_BUDGET", 0, minimum=0)
-    env.env_float("WEFT_BACKEND_CONNECT_TIMEOUT", 5.0)
-    env.env_float("WEFT_BACKEND_READ_TIMEOUT", 120.0)
+    # Reading the settings module parses every other variable with the same
+    # typed helpers the running processes use, so nothing is checked twice.
+    import importlib
+
+    importlib.import_module("config.settings")
     return cfg
 
 

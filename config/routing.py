@@ -3,8 +3,10 @@ which refuses anonymous sockets and objects that belong to someone else."""
 
 from django.urls import path
 
+from completions.consumers import GenerationConsumer
 from core.consumers import PingConsumer
 
 websocket_urlpatterns = [
     path("ws/ping/", PingConsumer.as_asgi()),
+    path("ws/generations/<int:generation_id>/", GenerationConsumer.as_asgi()),
 ]

@@ -117,6 +117,16 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BEAT_SCHEDULE = {
+    "completions-mark-interrupted": {
+        "task": "completions.tasks.mark_interrupted_generations",
+        "schedule": 30.0,
+    },
+    "completions-purge-expired": {
+        "task": "completions.tasks.purge_expired_generations",
+        "schedule": 3600.0,
+    },
+}
 
 # The completion backend: any server speaking vLLM's /v1/completions. Unset ->
 # `make run` starts the local engine on WEFT_ENGINE_PORT and points here.
@@ -128,6 +138,17 @@ WEFT_BACKEND_API_KEY = env_str("WEFT_BACKEND_API_KEY")
 WEFT_BACKEND_CONNECT_TIMEOUT = env_float("WEFT_BACKEND_CONNECT_TIMEOUT", 5.0)
 WEFT_BACKEND_READ_TIMEOUT = env_float("WEFT_BACKEND_READ_TIMEOUT", 120.0)
 WEFT_MONTHLY_TOKEN_BUDGET = env_int("WEFT_MONTHLY_TOKEN_BUDGET", 2_000_000, minimum=0)
+# Retries only where the seed allows them (429 queue_full/rate_limited, 502, 503); a
+# Retry-After longer than the wait cap is reported instead of slept through.
+WEFT_BACKEND_MAX_RETRIES = env_int("WEFT_BACKEND_MAX_RETRIES", 3, minimum=0)
+WEFT_BACKEND_MAX_RETRY_WAIT = env_float("WEFT_BACKEND_MAX_RETRY_WAIT", 30.0)
+# The worker writes a running generation's checkpoint (and heartbeat) this often; a
+# running generation whose heartbeat is older than the stale limit lost its worker.
+WEFT_CHECKPOINT_INTERVAL_SECONDS = env_float("WEFT_CHECKPOINT_INTERVAL_SECONDS", 0.5, minimum=0.05)
+WEFT_GENERATION_STALE_SECONDS = env_float("WEFT_GENERATION_STALE_SECONDS", 10.0, minimum=1.0)
+# Celery queue for generation tasks (empty: the default queue), so streaming workers
+# can be scaled separately from other work.
+WEFT_GENERATION_QUEUE = env_str("WEFT_GENERATION_QUEUE")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

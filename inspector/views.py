@@ -1,5 +1,471 @@
-from django.shortcuts import render
+"""Inspect: score a text token by token with prompt logprobs.
+
+Every scoring is the seed's recipe — prompt_logprobs=k (or -1), max_tokens=1,
+echo=true, the one generated token ignored — sent through the door's run_now, so the
+budget is reserved (or the run refused) and the answer lands in a Generation
+checkpoint. The computed token table is kept in the generation's ``target`` so a
+result page, its exports and History never re-parse a full-vocabulary answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from completions.budget import BudgetRefused
+from completions.client import get_model, list_models
+from completions.errors import BackendError
+from completions.models import Generation
+from completions.schema import ParamsInvalid
+from inspector import scoring, tokens
+from inspector.forms import ChoicesForm, CompareForm, ScoreForm
+
+PAGE = "inspector/inspect.html"
 
 
-def inspect(request):
-    return render(request, "placeholder.html", {"title": "Inspect"})
+class Refusal(Exception):
+    """Something to tell the user instead of sending the request."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _models() -> tuple[list[Any], str | None, str]:
+    try:
+        models = list_models()
+        return models, get_model(None).id, ""
+    except BackendError as exc:
+        return [], None, f"The backend's model list is unavailable: {exc.message}"
+
+
+def _forms(data=None, which: str = "") -> dict[str, Any]:
+    models, default, problem = _models()
+    kw = {"models": models, "default_model": default}
+    return {
+        # Three forms on one page: distinct auto ids keep labels pointing at their own fields.
+        "score_form": ScoreForm(data if which == "score" else None, auto_id="score_%s", **kw),
+        "choices_form": ChoicesForm(
+            data if which == "choices" else None, auto_id="choices_%s", **kw
+        ),
+        "compare_form": CompareForm(
+            data if which == "compare" else None, auto_id="compare_%s", **kw
+        ),
+        "models": models,
+        "backend_problem": problem,
+        "tab": which or "score",
+    }
+
+
+def _run(user: Any, data: dict[str, Any]) -> Generation:
+    """run_now, with every way of not getting a result turned into a Refusal."""
+    try:
+        generation = Generation.objects.run_now(user, data, kind="inspect")
+    except ParamsInvalid as exc:
+        raise Refusal("; ".join(f"{e.field}: {e.message}" for e in exc.errors)) from None
+    except BudgetRefused as exc:
+        raise Refusal(exc.message) from None
+    if generation.state != Generation.State.DONE:
+        code = f" ({generation.error_code})" if generation.error_code else ""
+        rid = f" — request id {generation.request_id}" if generation.request_id else ""
+        raise Refusal(f"The backend did not score it{code}: {generation.error_message}{rid}")
+    return generation
+
+
+def _keep(generation: Generation, target: dict[str, Any], *, trim_full_vocab: bool) -> None:
+    generation.target = target
+    fields = ["target"]
+    if trim_full_vocab:
+        # A full-vocabulary answer is ~vocab_size entries per position (tens of MB). Its
+        # exact ranks and entropies are now in the table; the checkpoint keeps each
+        # position's actual token plus the best few, like a top-k answer.
+        for choice in generation.choices:
+            choice["prompt_logprobs"] = _trim(choice.get("prompt_logprobs"))
+        fields.append("choices")
+    Generation.objects.filter(pk=generation.pk).update(
+        **{name: getattr(generation, name) for name in fields}
+    )
+
+
+def _trim(plp: list[Any] | None) -> list[Any] | None:
+    if not plp:
+        return plp
+    out: list[Any] = [plp[0]]
+    for entries in plp[1:]:
+        keys = list(entries)
+        best = sorted(keys[1:], key=lambda key: -float(entries[key]["logprob"]))
+        kept = [keys[0], *best[: scoring.FULL_VOCAB_SHOWN]]
+        out.append({key: entries[key] for key in kept})
+    return out
+
+
+def _owned(request: HttpRequest, generation_id: int) -> Generation:
+    """The user's own inspect result; anyone else's is a 404 (not a 403: ids are
+    guessable, existence is not theirs to learn)."""
+    generation = get_object_or_404(
+        Generation.objects.defer("choices"),
+        pk=generation_id,
+        owner=request.user,
+        kind=Generation.Kind.INSPECT,
+    )
+    if not generation.target or "mode" not in generation.target:
+        raise Http404("not an Inspect result")
+    return generation
+
+
+def _respond_error(request: HttpRequest, which: str, form: Any, message: str = "") -> HttpResponse:
+    context = _forms(request.POST, which)
+    context[f"{which}_form"] = form
+    context["error"] = message
+    if request.htmx:
+        return render(request, f"{PAGE}#errors", context)
+    return render(request, PAGE, context, status=400)
+
+
+def _respond_result(request: HttpRequest, generation: Generation) -> HttpResponse:
+    url = reverse("inspect_result", args=[generation.pk])
+    if not request.htmx:
+        return redirect(url)
+    response = render(request, f"{PAGE}#result", _result_context(generation))
+    response["HX-Push-Url"] = url
+    return response
+
+
+def _rows(data: list[dict[str, Any]]) -> list[scoring.TokenRow]:
+    return [scoring.TokenRow.from_dict(r) for r in data]
+
+
+def _chip(row: scoring.TokenRow) -> dict[str, Any]:
+    """What a chip needs: the row plus its bucket in each colour mode."""
+    return {
+        "row": row,
+        "shown": scoring.visible_text(row.text) if row.text else "",
+        "p": scoring.prob_bucket(row.logprob),
+        "r": scoring.rank_bucket(row.rank),
+        "rel": scoring.rel_bucket(row.delta_top1),
+        "rank_label": scoring.rank_bucket_label(scoring.rank_bucket(row.rank)),
+        "top": [
+            {"alt": a, "shown": scoring.visible_text(a.text), "actual": a.id == row.id}
+            for a in row.top
+        ],
+        "actual_outside": row.logprob is not None and not row.in_top,
+    }
+
+
+def _result_context(generation: Generation) -> dict[str, Any]:
+    target = generation.target
+    context: dict[str, Any] = {
+        "generation": generation,
+        "target": target,
+        "mode": target["mode"],
+        "can_save": _can_save(generation),
+    }
+    if target["mode"] == "score":
+        rows = _rows(target["rows"])
+        context.update(
+            chips=[_chip(r) for r in rows],
+            summary=scoring.summarise(rows),
+            chart=scoring.surprisal_chart(rows),
+        )
+    elif target["mode"] == "choices":
+        context["scores"] = target["scores"]
+    elif target["mode"] == "compare":
+        pairs = [
+            scoring.DeltaRow(scoring.TokenRow.from_dict(a), scoring.TokenRow.from_dict(b))
+            for a, b in target["pairs"]
+        ]
+        context["pairs"] = [
+            {
+                "pair": p,
+                "shown": scoring.visible_text(p.a.text),
+                "d": scoring.delta_bucket(p.delta),
+                "delta": p.delta,
+            }
+            for p in pairs
+        ]
+        deltas = [p.delta for p in pairs if p.delta is not None]
+        context["delta_total"] = sum(deltas)
+    return context
+
+
+def _can_save(generation: Generation) -> bool:
+    # Saving to History is the workbench's Run.objects.save_generation; offer the
+    # button only when that app provides it.
+    try:
+        from workbench.models import Run
+    except ImportError:
+        return False
+    return hasattr(Run.objects, "save_generation") and generation.claimed_at is None
+
+
+# --------------------------------------------------------------------------- pages
+
+
+@require_GET
+def inspect(request: HttpRequest) -> HttpResponse:
+    return render(request, PAGE, _forms())
+
+
+@require_GET
+def result(request: HttpRequest, generation_id: int) -> HttpResponse:
+    generation = _owned(request, generation_id)
+    context = _forms(None, generation.target.get("tab", "score"))
+    context.update(_result_context(generation))
+    return render(request, PAGE, context)
+
+
+@require_POST
+def score(request: HttpRequest) -> HttpResponse:
+    context = _forms(request.POST, "score")
+    form = context["score_form"]
+    if not form.is_valid():
+        return _respond_error(request, "score", form)
+    data = form.cleaned_data
+    try:
+        generation = _score(request.user, data)
+    except Refusal as exc:
+        return _respond_error(request, "score", form, str(exc))
+    return _respond_result(request, generation)
+
+
+def _score(user: Any, data: dict[str, Any]) -> Generation:
+    model = get_model(data["model"])
+    special = bool(data.get("add_special_tokens"))
+    full = bool(data.get("full_vocab"))
+    k = data["k"]
+    if k > model.max_logprobs:
+        raise Refusal(f"k is at most {model.max_logprobs} for {model.id}.")
+    if data["source"] == "ids":
+        prompt: str | list[int] = data["ids"]
+        bad = tokens.out_of_vocabulary(model.id, data["ids"])
+        if bad and bad[0]:
+            size = f" (it has {bad[1]:,} tokens: ids 0–{bad[1] - 1:,})" if bad[1] else ""
+            listed = ", ".join(str(t) for t in bad[0][:10])
+            raise Refusal(f"Token ids out of the vocabulary of {model.id}{size}: {listed}.")
+        tokenized: list[int] | None = data["ids"]
+    else:
+        prompt = data["text"]
+        tokenized = tokens.tokenize(model.id, prompt, add_special_tokens=special)
+        if tokenized is not None and not tokenized:
+            raise Refusal("The text has no tokens with add_special_tokens off.")
+    if full and tokenized is not None and len(tokenized) > model.full_vocab_max_prompt_tokens:
+        raise Refusal(
+            f"The full vocabulary is available for prompts of at most "
+            f"{model.full_vocab_max_prompt_tokens:,} tokens; this one has {len(tokenized):,}. "
+            "Use a fixed k instead."
+        )
+    body: dict[str, Any] = {
+        "model": model.id,
+        "prompt": prompt,
+        "max_tokens": 1,
+        "echo": True,
+        "prompt_logprobs": -1 if full else k,
+    }
+    if isinstance(prompt, str):
+        # Token ids are forwarded verbatim; the toggle only means something for text.
+        body["add_special_tokens"] = special
+    generation = _run(user, body)
+    choice = generation.choices[0]
+    rows = scoring.build_rows(
+        choice.get("prompt_logprobs") or [],
+        prompt_ids=data["ids"] if data["source"] == "ids" else None,
+        tokenized=tokenized,
+        prompt_text=prompt if isinstance(prompt, str) else None,
+        add_special_tokens=special,
+        full_vocab=full,
+        k=None if full else k,
+    )
+    target = {
+        "mode": "score",
+        "tab": "score",
+        "model": model.id,
+        "source": data["source"],
+        "text": prompt if isinstance(prompt, str) else None,
+        "ids": data.get("ids"),
+        "k": k,
+        "full_vocab": full,
+        "add_special_tokens": special,
+        "rows": [r.as_dict() for r in rows],
+    }
+    _keep(generation, target, trim_full_vocab=full)
+    return generation
+
+
+@require_POST
+def choices(request: HttpRequest) -> HttpResponse:
+    context = _forms(request.POST, "choices")
+    form = context["choices_form"]
+    if not form.is_valid():
+        return _respond_error(request, "choices", form)
+    try:
+        generation = _choices(request.user, form.cleaned_data)
+    except Refusal as exc:
+        return _respond_error(request, "choices", form, str(exc))
+    return _respond_result(request, generation)
+
+
+def _choices(user: Any, data: dict[str, Any]) -> Generation:
+    model = get_model(data["model"])
+    special = bool(data.get("add_special_tokens"))
+    prefix, candidates = data["prefix"], data["candidates"]
+    prefix_ids = tokens.tokenize(model.id, prefix, add_special_tokens=special)
+    if prefix_ids is None:
+        raise Refusal("Choice scoring needs token ids, and this backend has no /tokenize.")
+    prompts, starts = [], []
+    for candidate in candidates:
+        full = tokens.tokenize(model.id, prefix + candidate, add_special_tokens=special)
+        if full is None:
+            raise Refusal("The backend's /tokenize stopped answering.")
+        start = scoring.continuation_start(prefix_ids, full)
+        if start == 0:
+            raise Refusal(
+                "Nothing precedes the candidates, so their first token has no logprob: "
+                "give a prefix or turn add_special_tokens on."
+            )
+        if start >= len(full):
+            raise Refusal(f"The candidate {candidate!r} adds no tokens to the prefix.")
+        prompts.append(full)
+        starts.append(start)
+    # One batched request: a list of token-id prompts. prompt_logprobs=0 gives exactly
+    # each position's own token — all a choice score needs.
+    generation = _run(
+        user,
+        {"model": model.id, "prompt": prompts, "max_tokens": 1, "echo": True, "prompt_logprobs": 0},
+    )
+    by_index = {c["index"]: c for c in generation.choices}
+    ranked = scoring.score_choices(
+        candidates,
+        starts,
+        [by_index[i].get("prompt_logprobs") or [] for i in range(len(prompts))],
+        prompts,
+    )
+    target = {
+        "mode": "choices",
+        "tab": "choices",
+        "model": model.id,
+        "prefix": prefix,
+        "add_special_tokens": special,
+        "scores": [
+            {
+                "place": place,
+                "index": s.index,
+                "text": s.text,
+                "shown": scoring.visible_text(s.text),
+                "total": s.total_logprob,
+                "mean": s.mean_logprob,
+                "tokens": s.tokens,
+                "rows": [r.as_dict() for r in s.rows],
+            }
+            for place, s in enumerate(ranked, start=1)
+        ],
+        "rows": [
+            {**r.as_dict(), "choice": s.index, "candidate": s.text} for s in ranked for r in s.rows
+        ],
+    }
+    _keep(generation, target, trim_full_vocab=False)
+    return generation
+
+
+@require_POST
+def compare(request: HttpRequest) -> HttpResponse:
+    context = _forms(request.POST, "compare")
+    form = context["compare_form"]
+    if not form.is_valid():
+        return _respond_error(request, "compare", form)
+    try:
+        generation = _compare(request.user, form.cleaned_data)
+    except Refusal as exc:
+        return _respond_error(request, "compare", form, str(exc))
+    return _respond_result(request, generation)
+
+
+COMPARE_K = 5
+
+
+def _compare(user: Any, data: dict[str, Any]) -> Generation:
+    special = bool(data.get("add_special_tokens"))
+    text = data["text"]
+    sides = [
+        (get_model(data["model"]), data.get("prefix_a") or ""),
+        (get_model(data["model_b"]), data.get("prefix_b") or ""),
+    ]
+    k = min(COMPARE_K, *(m.max_logprobs for m, _ in sides))
+    base = {"max_tokens": 1, "echo": True, "prompt_logprobs": k, "add_special_tokens": special}
+    if sides[0][0].id == sides[1][0].id:
+        # Same model, two prefixes: one batched request of two text prompts.
+        generation = _run(
+            user, {**base, "model": sides[0][0].id, "prompt": [p + text for _, p in sides]}
+        )
+        plps = [c.get("prompt_logprobs") or [] for c in generation.choices]
+    else:
+        generation = _run(user, {**base, "model": sides[0][0].id, "prompt": sides[0][1] + text})
+        other = _run(user, {**base, "model": sides[1][0].id, "prompt": sides[1][1] + text})
+        plps = [
+            generation.choices[0].get("prompt_logprobs") or [],
+            other.choices[0].get("prompt_logprobs") or [],
+        ]
+        other.target = {"mode": "compare-part", "of": generation.pk}
+        Generation.objects.filter(pk=other.pk).update(target=other.target)
+    rows = [
+        scoring.build_rows(
+            plp,
+            tokenized=tokens.tokenize(m.id, p + text, add_special_tokens=special),
+            prompt_text=p + text,
+            add_special_tokens=special,
+            k=k,
+        )
+        for plp, (m, p) in zip(plps, sides, strict=True)
+    ]
+    pairs = scoring.align_from_end(rows[0], rows[1], max_chars=len(text))
+    target = {
+        "mode": "compare",
+        "tab": "compare",
+        "text": text,
+        "labels": [f"{m.id}" + (f" after {p!r}" if p else "") for m, p in sides],
+        "pairs": [[p.a.as_dict(), p.b.as_dict()] for p in pairs],
+        "rows": [{**p.b.as_dict(), "logprob_a": p.a.logprob, "delta": p.delta} for p in pairs],
+    }
+    _keep(generation, target, trim_full_vocab=False)
+    return generation
+
+
+# --------------------------------------------------------------------------- exports
+
+
+@require_GET
+def export(request: HttpRequest, generation_id: int, fmt: str) -> HttpResponse:
+    if fmt not in ("csv", "jsonl"):
+        raise Http404("export as .csv or .jsonl")
+    generation = _owned(request, generation_id)
+    records = scoring.export_records(generation.target.get("rows") or [])
+    if fmt == "csv":
+        body, content_type = scoring.to_csv(records), "text/csv; charset=utf-8"
+    else:
+        body, content_type = scoring.to_jsonl(records), "application/x-ndjson; charset=utf-8"
+    response = HttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="inspect-{generation.pk}.{fmt}"'
+    return response
+
+
+@require_POST
+def save(request: HttpRequest, generation_id: int) -> HttpResponse:
+    generation = _owned(request, generation_id)
+    if not _can_save(generation):
+        raise Http404("saving to History is not available")
+    from workbench.models import Run
+
+    full = Generation.objects.get(pk=generation.pk)
+    run = Run.objects.save_generation(full, title=request.POST.get("title", "")[:200])
+    return redirect(_run_url(run))
+
+
+def _run_url(run: Any) -> str:
+    get_url = getattr(run, "get_absolute_url", None)
+    return get_url() if get_url else reverse("history")
+
+
+def result_url(generation: Generation) -> str:
+    return reverse("inspect_result", args=[generation.pk])

@@ -1,0 +1,537 @@
+"""The one module that talks HTTP to the completion backend.
+
+Sync (`BackendClient`) and async (`AsyncBackendClient`) clients over httpx, SSE via
+httpx-sse, the seed's error envelope mapped to completions.errors, and retries only
+where the seed says a retry can help (429 queue_full / rate_limited, 502, 503 —
+honouring Retry-After; never 504 or X-Should-Retry: false). Logs carry status,
+codes and request ids — never prompt or completion text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+from django.conf import settings
+from django.core.cache import cache
+from httpx_sse import EventSource
+
+from completions.errors import (
+    BackendError,
+    BackendUnavailable,
+    Clamped,
+    ModelNotFound,
+    UpstreamError,
+    UpstreamTimeout,
+    error_from_envelope,
+)
+from completions.schema import CompletionParams, ModelInfo
+
+log = logging.getLogger(__name__)
+
+Workload = Literal["interactive", "batch"]
+MODELS_CACHE_SECONDS = 30
+NO_TOKENIZE_CACHE_SECONDS = 300
+# Byte-level BPE and SentencePiece-with-byte-fallback tokenizers emit at least one
+# byte per token; the slack covers BOS/EOS and SentencePiece's dummy prefix.
+TOKEN_BOUND_SLACK = 4
+
+__all__ = [
+    "AsyncBackendClient",
+    "BackendClient",
+    "Completion",
+    "CompletionStream",
+    "ModelInfo",
+    "backend_health",
+    "count_tokens",
+    "get_model",
+    "list_models",
+    "prompt_token_bound",
+]
+
+
+def api_base() -> str:
+    return settings.WEFT_BACKEND_URL.rstrip("/")
+
+
+def server_root() -> str:
+    """The backend server's root (for /health and /tokenize): the API URL without /v1."""
+    return api_base().removesuffix("/v1")
+
+
+def backend_health() -> None:
+    response = httpx.get(f"{server_root()}/health", timeout=2)
+    response.raise_for_status()
+
+
+@dataclass
+class Completion:
+    body: dict[str, Any]
+    request_id: str
+    model: str
+    clamped: str | None = None
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        return self.body.get("usage")
+
+
+class _Settings:
+    """Connection settings shared by the sync and async clients."""
+
+    def __init__(
+        self,
+        workload: Workload = "interactive",
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        max_retries: int | None = None,
+        max_retry_wait: float | None = None,
+        refuse_clamped: bool = True,
+    ) -> None:
+        self.workload = workload
+        self.base_url = (base_url or api_base()).rstrip("/")
+        self.api_key = settings.WEFT_BACKEND_API_KEY if api_key is None else api_key
+        connect = (
+            settings.WEFT_BACKEND_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
+        )
+        read = settings.WEFT_BACKEND_READ_TIMEOUT if read_timeout is None else read_timeout
+        self.timeout = httpx.Timeout(connect=connect, read=read, write=read, pool=connect)
+        self.max_retries = settings.WEFT_BACKEND_MAX_RETRIES if max_retries is None else max_retries
+        self.max_retry_wait = (
+            settings.WEFT_BACKEND_MAX_RETRY_WAIT if max_retry_wait is None else max_retry_wait
+        )
+        # Weft refuses a run the backend shortened rather than showing it as complete.
+        self.refuse_clamped = refuse_clamped
+
+    def headers(self) -> dict[str, str]:
+        headers = {"X-Acs-Workload": self.workload, "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def retry_wait(self, error: BackendError, attempt: int) -> float | None:
+        """Seconds to wait before retry number attempt+1, or None to give up."""
+        if not error.retryable or attempt >= self.max_retries:
+            return None
+        if error.retry_after is not None:
+            # A server asking for a longer pause than we are willing to hold a
+            # worker for: report it instead of sleeping.
+            return error.retry_after if error.retry_after <= self.max_retry_wait else None
+        return min(self.max_retry_wait, 0.5 * 2**attempt) * random.uniform(1.0, 1.25)
+
+
+def parse_json(text: str) -> Any:
+    """Parse a backend body. A token can decode to U+0000 (byte 0, e.g. in a
+    full-vocabulary distribution) and Postgres text/jsonb cannot hold it, so it
+    becomes U+FFFD here, at the door, before anything is stored."""
+    value = json.loads(text)
+    return _scrub_nul(value) if "\\u0000" in text or "\x00" in text else value
+
+
+def _scrub_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_scrub_nul(item) for item in value]
+    if isinstance(value, dict):
+        return {_scrub_nul(key): _scrub_nul(item) for key, item in value.items()}
+    return value
+
+
+def _error_for_response(response: httpx.Response) -> BackendError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    return error_from_envelope(response.status_code, body, response.headers)
+
+
+def _transport_error(exc: httpx.HTTPError, request_id: str = "") -> BackendError:
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return BackendUnavailable(
+            "connect_error", f"cannot reach the backend: {exc}", None, request_id
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamTimeout("timeout", "the backend did not answer in time", None, request_id)
+    return UpstreamError(
+        "stream_incomplete", f"the connection broke: {type(exc).__name__}", None, request_id
+    )
+
+
+def _check_ok(response: httpx.Response, cfg: _Settings) -> tuple[str, str | None]:
+    """Raise for an error status or a clamped run; return (request_id, clamped header)."""
+    request_id = response.headers.get("x-request-id", "")
+    if response.status_code >= 400:
+        raise _error_for_response(response)
+    clamped = response.headers.get("x-acs-max-tokens-clamped")
+    if clamped and cfg.refuse_clamped:
+        raise Clamped(
+            "max_tokens_clamped",
+            f"the backend would shorten this run ({clamped}); Weft refuses it instead",
+            response.status_code,
+            request_id,
+        )
+    return request_id, clamped
+
+
+class CompletionStream:
+    """The parsed SSE chunks of one streamed completion. Raises UpstreamError
+    ("stream_incomplete") when the stream ends without [DONE], UpstreamTimeout when
+    the backend goes quiet past the read timeout, and the typed error for an in-body
+    error frame."""
+
+    def __init__(self, response: httpx.Response, request_id: str, clamped: str | None) -> None:
+        self.response = response
+        self.request_id = request_id
+        self.clamped = clamped
+        self.model = response.headers.get("x-acs-upstream-model", "")
+        self.usage: dict[str, Any] | None = None
+        self.finished = False
+
+    def _parse(self, data: str) -> dict[str, Any] | None:
+        if data.strip() == "[DONE]":
+            self.finished = True
+            return None
+        try:
+            chunk = parse_json(data)
+        except ValueError:
+            raise UpstreamError(
+                "bad_stream", "the backend sent a frame that is not JSON", 200, self.request_id
+            ) from None
+        if isinstance(chunk, dict) and "error" in chunk:
+            # An in-body error after the 200 headers went out (the seed's cold-boot
+            # case): its code picks the class; there is no real status to give.
+            raise error_from_envelope(500, chunk, {}, request_id=self.request_id)
+        if chunk.get("model"):
+            self.model = chunk["model"]
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        return chunk
+
+    def _incomplete(self) -> UpstreamError:
+        return UpstreamError(
+            "stream_incomplete", "the stream ended before [DONE]", 200, self.request_id
+        )
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        try:
+            for sse in EventSource(self.response).iter_sse():
+                chunk = self._parse(sse.data)
+                if chunk is None:
+                    return
+                yield chunk
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, self.request_id) from exc
+        raise self._incomplete()
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for sse in EventSource(self.response).aiter_sse():
+                chunk = self._parse(sse.data)
+                if chunk is None:
+                    return
+                yield chunk
+        except httpx.HTTPError as exc:
+            raise _transport_error(exc, self.request_id) from exc
+        raise self._incomplete()
+
+    def close(self) -> None:
+        self.response.close()
+
+    async def aclose(self) -> None:
+        await self.response.aclose()
+
+
+def _stream_body(params: CompletionParams) -> dict[str, Any]:
+    body = params.to_body()
+    body["stream"] = True
+    return body
+
+
+def _nonstream_body(params: CompletionParams) -> dict[str, Any]:
+    body = params.to_body()
+    body["stream"] = False
+    body.pop("stream_options", None)
+    return body
+
+
+_shared_lock = threading.Lock()
+_shared: dict[int, httpx.Client] = {}
+
+
+def _shared_sync_client() -> httpx.Client:
+    """One pooled httpx.Client per process (it is thread-safe): building a client sets
+    up an SSL context, which costs tens of milliseconds per run on a busy machine."""
+    pid = os.getpid()  # a forked child must not share its parent's sockets
+    with _shared_lock:
+        client = _shared.get(pid)
+        if client is None:
+            client = httpx.Client(
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=16)
+            )
+            _shared[pid] = client
+        return client
+
+
+class BackendClient(_Settings):
+    """Synchronous client. Use as a context manager, or call close()."""
+
+    def __init__(self, workload: Workload = "interactive", **options: Any) -> None:
+        super().__init__(workload, **options)
+        self._http = _shared_sync_client()
+
+    def __enter__(self) -> BackendClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to release: the connection pool is shared by the process."""
+
+    def _send(
+        self, method: str, url: str, body: dict[str, Any] | None, *, stream: bool
+    ) -> httpx.Response:
+        """Send with the seed's retry policy; the returned response is open when stream."""
+        attempt = 0
+        while True:
+            request = self._http.build_request(
+                method, url, json=body, headers=self.headers(), timeout=self.timeout
+            )
+            try:
+                response = self._http.send(request, stream=stream)
+            except httpx.HTTPError as exc:
+                raise _transport_error(exc) from exc
+            if response.status_code < 400:
+                return response
+            if stream:
+                response.read()
+                response.close()
+            error = _error_for_response(response)
+            wait = self.retry_wait(error, attempt)
+            log.warning(
+                "backend %s %s -> %s %s request_id=%s attempt=%d retry_in=%s",
+                method, url, error.status, error.code, error.request_id, attempt, wait,
+            )  # fmt: skip
+            if wait is None:
+                raise error
+            time.sleep(wait)
+            attempt += 1
+
+    def complete(self, params: CompletionParams) -> Completion:
+        response = self._send(
+            "POST", f"{self.base_url}/completions", _nonstream_body(params), stream=False
+        )
+        request_id, clamped = _check_ok(response, self)
+        try:
+            body = parse_json(response.text)
+        except ValueError:
+            raise UpstreamError(
+                "bad_response",
+                "the backend answered with invalid JSON",
+                response.status_code,
+                request_id,
+            ) from None
+        if isinstance(body, dict) and "error" in body:
+            raise error_from_envelope(500, body, response.headers, request_id=request_id)
+        return Completion(body, request_id, body.get("model", ""), clamped)
+
+    @contextlib.contextmanager
+    def stream(self, params: CompletionParams) -> Iterator[CompletionStream]:
+        """`with client.stream(p) as chunks: for chunk in chunks: ...` — leaving the
+        block closes the connection, which is how a run is cancelled."""
+        response = self._send(
+            "POST", f"{self.base_url}/completions", _stream_body(params), stream=True
+        )
+        try:
+            request_id, clamped = _check_ok(response, self)
+            yield CompletionStream(response, request_id, clamped)
+        finally:
+            response.close()
+
+    def get_json(self, url: str) -> Any:
+        response = self._send("GET", url, None, stream=False)
+        return parse_json(response.text)
+
+
+class AsyncBackendClient(_Settings):
+    """The same client for async code (consumers, async views)."""
+
+    def __init__(self, workload: Workload = "interactive", **options: Any) -> None:
+        super().__init__(workload, **options)
+        self._http = httpx.AsyncClient(timeout=self.timeout, headers=self.headers())
+
+    async def __aenter__(self) -> AsyncBackendClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(
+        self, method: str, url: str, body: dict[str, Any] | None, *, stream: bool
+    ) -> httpx.Response:
+        attempt = 0
+        while True:
+            request = self._http.build_request(
+                method, url, json=body, headers=self.headers(), timeout=self.timeout
+            )
+            try:
+                response = await self._http.send(request, stream=stream)
+            except httpx.HTTPError as exc:
+                raise _transport_error(exc) from exc
+            if response.status_code < 400:
+                return response
+            if stream:
+                await response.aread()
+                await response.aclose()
+            error = _error_for_response(response)
+            wait = self.retry_wait(error, attempt)
+            log.warning(
+                "backend %s %s -> %s %s request_id=%s attempt=%d retry_in=%s",
+                method, url, error.status, error.code, error.request_id, attempt, wait,
+            )  # fmt: skip
+            if wait is None:
+                raise error
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    async def complete(self, params: CompletionParams) -> Completion:
+        response = await self._send(
+            "POST", f"{self.base_url}/completions", _nonstream_body(params), stream=False
+        )
+        request_id, clamped = _check_ok(response, self)
+        try:
+            body = parse_json(response.text)
+        except ValueError:
+            raise UpstreamError(
+                "bad_response",
+                "the backend answered with invalid JSON",
+                response.status_code,
+                request_id,
+            ) from None
+        return Completion(body, request_id, body.get("model", ""), clamped)
+
+    @contextlib.asynccontextmanager
+    async def stream(self, params: CompletionParams) -> AsyncIterator[CompletionStream]:
+        response = await self._send(
+            "POST", f"{self.base_url}/completions", _stream_body(params), stream=True
+        )
+        try:
+            request_id, clamped = _check_ok(response, self)
+            yield CompletionStream(response, request_id, clamped)
+        finally:
+            await response.aclose()
+
+
+# --- models and tokens -------------------------------------------------------------
+
+
+def _cache_key(kind: str) -> str:
+    digest = hashlib.sha256(api_base().encode()).hexdigest()[:16]
+    return f"completions:{kind}:{digest}"
+
+
+def _model_info(card: dict[str, Any]) -> ModelInfo:
+    caps = card.get("capabilities") or {}
+    return ModelInfo(
+        id=str(card["id"]),
+        root=str(card.get("root") or ""),
+        max_model_len=card.get("max_model_len"),
+        default=bool(card.get("default")),
+        # vLLM's own default cap when a backend does not publish one.
+        max_logprobs=int(caps.get("max_logprobs", 20)),
+        full_vocab_max_prompt_tokens=int(caps.get("full_vocab_max_prompt_tokens", 1024)),
+    )
+
+
+def list_models(*, refresh: bool = False) -> list[ModelInfo]:
+    """GET /v1/models, cached for MODELS_CACHE_SECONDS in the shared cache."""
+    key = _cache_key("models")
+    if not refresh:
+        cached = cache.get(key)
+        if cached is not None:
+            return cached
+    with BackendClient("interactive") as client:
+        body = client.get_json(f"{client.base_url}/models")
+    models = [_model_info(card) for card in body.get("data", []) if isinstance(card, dict)]
+    cache.set(key, models, MODELS_CACHE_SECONDS)
+    return models
+
+
+def get_model(model_id: str | None) -> ModelInfo:
+    """The named model, or the backend's default when None; raises ModelNotFound."""
+    models = list_models()
+    if model_id is None:
+        for model in models:
+            if model.default:
+                return model
+        if models:
+            return models[0]
+        raise ModelNotFound(message="the backend lists no models")
+    for model in models:
+        if model.id == model_id:
+            return model
+    raise ModelNotFound(message=f"the backend has no model '{model_id}'")
+
+
+def prompt_token_bound(prompt: str | list[int]) -> int:
+    """A token count that can never be too low for any byte-level tokenizer."""
+    if isinstance(prompt, list):
+        return len(prompt)
+    return len(prompt.encode("utf-8")) + TOKEN_BOUND_SLACK
+
+
+def count_tokens(model_id: str, prompt: Any) -> list[int] | None:
+    """Exact prompt token counts, one per prompt, via the backend's POST /tokenize
+    (at the server root); None when the backend has no /tokenize or it fails."""
+    prompts = (
+        prompt
+        if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int)
+        else [prompt]
+    )
+    if all(isinstance(p, list) for p in prompts):
+        return [len(p) for p in prompts]
+    missing_key = _cache_key("no-tokenize")
+    if cache.get(missing_key):
+        return None
+    counts: list[int] = []
+    with BackendClient("interactive", max_retries=0) as client:
+        for p in prompts:
+            if isinstance(p, list):
+                counts.append(len(p))
+                continue
+            try:
+                response = client._http.post(
+                    f"{server_root()}/tokenize",
+                    json={"model": model_id, "prompt": p},
+                    headers=client.headers(),
+                    timeout=client.timeout,
+                )
+            except httpx.HTTPError:
+                return None
+            if response.status_code in (404, 405, 501):
+                cache.set(missing_key, True, NO_TOKENIZE_CACHE_SECONDS)
+                return None
+            try:
+                body = response.json()
+                counts.append(int(body["count"]) if "count" in body else len(body["tokens"]))
+            except (ValueError, KeyError, TypeError):
+                return None
+    return counts

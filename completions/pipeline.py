@@ -1,0 +1,489 @@
+"""The generation pipeline: start (validate, reserve, enqueue), execute (the worker's
+stream → checkpoint → channel group), finish (terminal state + settlement, once),
+and run_now (synchronous, non-streaming, for Inspect).
+
+Safety on redelivery: a task claims a queued row by writing a fresh run_token under
+a row lock; every later write is guarded by that token and `state = 'running'`, and
+settlement happens inside the one transaction that moves the row to a terminal state.
+A second delivery therefore finds the row running (or finished) and does nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.utils import timezone
+
+from completions import budget
+from completions.client import BackendClient, count_tokens, get_model, prompt_token_bound
+from completions.errors import BackendError, Clamped, ModelNotFound
+from completions.models import Generation
+from completions.schema import (
+    MAX_OUTPUT_WORK,
+    CompletionParams,
+    FieldError,
+    ParamsInvalid,
+    validate_params,
+)
+from completions.streaming import GroupPublisher, publish_now, state_message
+
+log = logging.getLogger(__name__)
+State = Generation.State
+
+
+def empty_choice(index: int) -> dict[str, Any]:
+    return {
+        "index": index,
+        "text": "",
+        "finish_reason": None,
+        "stop_reason": None,
+        "logprobs": None,
+        "prompt_logprobs": None,
+    }
+
+
+def prepare(data: dict, *, stream: bool) -> tuple[CompletionParams, int]:
+    """Validate against the resolved model and pin everything the reservation depends
+    on: the model id, and max_tokens (the wrapper's injected default when omitted —
+    sending it explicitly means the backend never picks a larger one than we reserved).
+    Returns the params and the prompt token count (exact, or a never-too-low bound)."""
+    data = dict(data)
+    try:
+        model = get_model(data.get("model") if isinstance(data.get("model"), str) else None)
+    except ModelNotFound as exc:
+        raise ParamsInvalid([FieldError("model_not_found", "model", exc.message)]) from None
+    if data.get("model") is None:
+        data["model"] = model.id
+    params = validate_params(data, model=model)
+    counts = count_tokens(model.id, params.prompt)
+    if counts is not None and params.prompt_logprobs == -1:
+        params = validate_params(data, model=model, prompt_tokens=counts)
+    if counts is None:
+        counts = [prompt_token_bound(p) for p in params.prompts]
+    if params.max_tokens is None:
+        room = (model.max_model_len or MAX_OUTPUT_WORK) - max(counts)
+        params = params.with_changes(max_tokens=max(1, min(MAX_OUTPUT_WORK, room)))
+    if stream:
+        options = {
+            **(params.stream_options.model_dump(exclude_none=True) if params.stream_options else {})
+        }
+        options["include_usage"] = True
+        params = params.with_changes(stream=True, stream_options=options)
+    else:
+        body = params.to_body()
+        body.pop("stream_options", None)
+        body["stream"] = False
+        params = CompletionParams.model_validate(body)
+    return params, sum(counts)
+
+
+def _reserve_and_create(
+    user: Any, params: CompletionParams, prompt_tokens: int, *, state: str, **fields: Any
+) -> Generation:
+    asked = prompt_tokens + params.worst_case_output
+    month = budget.reserve(
+        user, asked, prompt_tokens=prompt_tokens, choice_count=params.choice_count
+    )
+    return Generation.objects.create(
+        owner=user,
+        params=params.to_body(),
+        state=state,
+        choices=[empty_choice(i) for i in range(params.choice_count)],
+        prompt_tokens=prompt_tokens,
+        reserved_tokens=asked,
+        budget_month=month,
+        **fields,
+    )
+
+
+def start_generation(
+    user: Any,
+    data: dict,
+    *,
+    kind: str,
+    target: dict | None = None,
+    workload: str = "interactive",
+    stream: bool = True,
+    record_refusal: bool = False,
+) -> Generation:
+    from completions.tasks import run_generation
+
+    params, prompt_tokens = prepare(data, stream=stream)
+    try:
+        with transaction.atomic():
+            generation = _reserve_and_create(
+                user,
+                params,
+                prompt_tokens,
+                state=State.QUEUED,
+                kind=kind,
+                target=target,
+                workload=workload,
+            )
+            transaction.on_commit(
+                lambda: run_generation.apply_async(
+                    (generation.pk,), queue=settings.WEFT_GENERATION_QUEUE or None
+                )
+            )
+    except budget.BudgetRefused as refusal:
+        log.info(
+            "user %s: run refused by budget (asked %s, left %s)",
+            user.pk,
+            refusal.asked,
+            refusal.left,
+        )
+        if record_refusal:
+            Generation.objects.create(
+                owner=user,
+                kind=kind,
+                target=target,
+                workload=workload,
+                params=params.to_body(),
+                state=State.REFUSED,
+                choices=[],
+                error_code=refusal.code,
+                error_message=refusal.message,
+                finished_at=timezone.now(),
+            )
+        raise
+    log.info("generation %s queued (%s, %s choices)", generation.pk, kind, params.choice_count)
+    return generation
+
+
+# --- finishing, once ----------------------------------------------------------------
+
+
+def _actual_usage(row: Generation) -> tuple[int, int]:
+    """What to charge: the backend's usage when it reported one; otherwise the prompt
+    plus the tokens we received; nothing at all when nothing was produced."""
+    usage = row.usage or {}
+    if usage and not usage.get("estimated") and "prompt_tokens" in usage:
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    if completion == 0:
+        return 0, 0
+    return row.prompt_tokens, completion
+
+
+def finish(
+    generation: Generation,
+    state: str,
+    *,
+    run_token: str | None,
+    **fields: Any,
+) -> bool:
+    """Move a generation to a terminal state and settle its reservation — exactly once.
+    With a run_token, only the worker holding that token may finish it. Returns
+    whether this call did it."""
+    with transaction.atomic():
+        row = Generation.objects.select_for_update().get(pk=generation.pk)
+        if row.is_terminal or (run_token is not None and row.run_token != run_token):
+            return False
+        for name, value in fields.items():
+            setattr(row, name, value)
+        now = timezone.now()
+        row.state = state
+        row.finished_at = now
+        row.updated_at = now
+        if row.settled_at is None and row.budget_month is not None:
+            prompt, completion = _actual_usage(row)
+            row.charged_tokens = budget.settle(
+                row.owner_id, row.budget_month, row.reserved_tokens, prompt, completion
+            )
+            row.reserved_tokens = 0
+            row.settled_at = now
+        row.save()
+        transaction.on_commit(lambda: announce(row))
+    log.info(
+        "generation %s %s charged=%s code=%s request_id=%s",
+        row.pk, state, row.charged_tokens, row.error_code or "-", row.request_id or "-",
+    )  # fmt: skip
+    return True
+
+
+def announce(generation: Generation) -> None:
+    from completions.signals import generation_finished
+
+    publish_now(generation.pk, state_message(generation))
+    generation_finished.send(sender=Generation, generation=generation)
+
+
+# --- the worker ----------------------------------------------------------------------
+
+
+class _Accumulator:
+    """The choices as they stream in; shared with the checkpoint thread under a lock."""
+
+    def __init__(self, choices: list[dict[str, Any]], prompt_tokens: int) -> None:
+        self.lock = threading.Lock()
+        self.choices = choices
+        self.counts = [0] * len(choices)
+        self.prompt_tokens = prompt_tokens
+        self.usage: dict[str, Any] | None = None
+        self.request_id = ""
+        self.model = ""
+        self.dirty = False
+
+    def add(self, choice: dict[str, Any]) -> tuple[int, str]:
+        index = int(choice.get("index") or 0)
+        text = choice.get("text") or ""
+        with self.lock:
+            while len(self.choices) <= index:
+                self.choices.append(empty_choice(len(self.choices)))
+                self.counts.append(0)
+            target = self.choices[index]
+            target["text"] += text
+            if choice.get("finish_reason") is not None:
+                target["finish_reason"] = choice["finish_reason"]
+                target["stop_reason"] = choice.get("stop_reason")
+            logprobs = choice.get("logprobs")
+            if logprobs:
+                merged = target["logprobs"] or {
+                    "tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []
+                }  # fmt: skip
+                for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
+                    merged[key].extend(logprobs.get(key) or [])
+                target["logprobs"] = merged
+            if choice.get("prompt_logprobs") is not None:
+                target["prompt_logprobs"] = choice["prompt_logprobs"]
+            if text or logprobs:
+                self.counts[index] += len(logprobs.get("tokens") or [1]) if logprobs else 1
+            self.dirty = True
+        return index, text
+
+    def set_body(self, body: dict[str, Any]) -> None:
+        with self.lock:
+            for choice in body.get("choices") or []:
+                index = int(choice.get("index") or 0)
+                while len(self.choices) <= index:
+                    self.choices.append(empty_choice(len(self.choices)))
+                self.choices[index] = {**empty_choice(index), **choice}
+            self.usage = body.get("usage")
+            self.model = body.get("model") or ""
+
+    def usage_now(self) -> dict[str, Any]:
+        if self.usage:
+            return dict(self.usage)
+        completion = sum(self.counts)
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": self.prompt_tokens + completion,
+            "estimated": True,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            choices = []
+            for choice in self.choices:
+                copy = dict(choice)
+                if copy.get("logprobs"):
+                    copy["logprobs"] = {k: list(v) for k, v in copy["logprobs"].items()}
+                choices.append(copy)
+            self.dirty = False
+            return {"choices": choices, "usage": self.usage_now()}
+
+
+class _Checkpointer(threading.Thread):
+    """Writes the checkpoint and the heartbeat every `interval` seconds while the
+    main thread streams, and notices a cancel request or a lost claim. A separate
+    thread so a stalled backend still beats (and is not taken for a dead worker)."""
+
+    def __init__(
+        self, generation_id: int, run_token: str, acc: _Accumulator, interval: float
+    ) -> None:
+        super().__init__(name=f"checkpoint-{generation_id}", daemon=True)
+        self.generation_id = generation_id
+        self.run_token = run_token
+        self.acc = acc
+        self.interval = interval
+        self.stopping = threading.Event()
+        self.cancelled = threading.Event()
+        self.lost = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.wait(self.interval):
+                self.beat()
+        except Exception:
+            log.exception("generation %s: checkpoint thread failed", self.generation_id)
+        finally:
+            connections.close_all()  # this thread's connections only
+
+    def beat(self) -> None:
+        rows = Generation.objects.filter(
+            pk=self.generation_id, state=State.RUNNING, run_token=self.run_token
+        )
+        fields: dict[str, Any] = {"updated_at": timezone.now()}
+        if self.acc.dirty:
+            fields.update(self.acc.snapshot())
+            fields["request_id"] = self.acc.request_id
+        if not rows.update(**fields):
+            self.lost.set()
+            return
+        if Generation.objects.filter(pk=self.generation_id, cancel_requested=True).exists():
+            self.cancelled.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=10)
+
+
+def _claim(generation_id: int, run_token: str) -> Generation | None:
+    with transaction.atomic():
+        row = Generation.objects.select_for_update().filter(pk=generation_id).first()
+        if row is None:
+            log.warning("generation %s: gone before its task ran", generation_id)
+            return None
+        if row.is_terminal:
+            log.info("generation %s: already %s; redelivery ignored", row.pk, row.state)
+            return None
+        if row.state == State.RUNNING:
+            # A redelivered message: another worker claimed it. If that worker has stopped
+            # beating it died mid-stream; the partial result stays and is marked.
+            log.info("generation %s: already running; redelivery ignored", row.pk)
+            row.mark_interrupted_if_stale()
+            return None
+        if row.cancel_requested:
+            finish(row, State.CANCELLED, run_token=None)
+            return None
+        now = timezone.now()
+        row.state = State.RUNNING
+        row.run_token = run_token
+        row.started_at = now
+        row.updated_at = now
+        row.save(update_fields=["state", "run_token", "started_at", "updated_at"])
+        return row
+
+
+def execute(generation_id: int) -> None:
+    """Run one generation (the Celery task's body)."""
+    run_token = uuid.uuid4().hex
+    generation = _claim(generation_id, run_token)
+    if generation is None:
+        return
+    publisher = GroupPublisher(generation.pk)
+    publisher.send(state_message(generation))
+    acc = _Accumulator(list(generation.choices), generation.prompt_tokens)
+    checkpointer = _Checkpointer(
+        generation.pk, run_token, acc, settings.WEFT_CHECKPOINT_INTERVAL_SECONDS
+    )
+    checkpointer.start()
+    outcome: dict[str, Any] = {"state": State.DONE}
+    try:
+        params = CompletionParams.model_validate(generation.params)
+        with BackendClient(generation.workload) as client:
+            if params.stream:
+                with client.stream(params) as chunks:
+                    acc.request_id = chunks.request_id
+                    for chunk in chunks:
+                        for choice in chunk.get("choices") or []:
+                            index, text = acc.add(choice)
+                            if text:
+                                publisher.token(index, text)
+                        if chunk.get("usage"):
+                            acc.usage = chunk["usage"]
+                        if checkpointer.cancelled.is_set() or checkpointer.lost.is_set():
+                            # Leaving the `with` closes the connection: the backend stops.
+                            outcome = {"state": State.CANCELLED}
+                            break
+                    acc.model = chunks.model
+            else:
+                completion = client.complete(params)
+                acc.request_id = completion.request_id
+                acc.set_body(completion.body)
+    except Clamped as exc:
+        outcome = _error_outcome(State.REFUSED, exc)
+        acc.usage = None
+        acc.counts = [0] * len(acc.counts)  # nothing was read: release the reservation
+    except BackendError as exc:
+        outcome = _error_outcome(State.FAILED, exc)
+    except Exception as exc:  # a bug must still end the run, not leave it "running"
+        log.exception("generation %s failed unexpectedly", generation_id)
+        outcome = {
+            "state": State.FAILED,
+            "error_code": "internal_error",
+            "error_message": type(exc).__name__,
+        }
+    finally:
+        checkpointer.stop()
+        publisher.close()
+    if outcome["state"] == State.FAILED and not acc.request_id:
+        outcome.setdefault("request_id", "")
+    snapshot = acc.snapshot()
+    finish(
+        generation,
+        outcome.pop("state"),
+        run_token=run_token,
+        choices=snapshot["choices"],
+        usage=snapshot["usage"],
+        request_id=outcome.pop("request_id", "") or acc.request_id,
+        served_model=acc.model,
+        **outcome,
+    )
+
+
+def _error_outcome(state: str, exc: BackendError) -> dict[str, Any]:
+    return {
+        "state": state,
+        "error_code": exc.code,
+        "error_message": exc.message[:2000],
+        "request_id": exc.request_id,
+    }
+
+
+def run_now(
+    user: Any, data: dict, *, kind: str = "inspect", workload: str = "interactive"
+) -> Generation:
+    """Reserve, call the backend in this request (no streaming), settle; returns the
+    generation done, failed or refused. Raises ParamsInvalid / BudgetRefused like start."""
+    params, prompt_tokens = prepare(data, stream=False)
+    run_token = uuid.uuid4().hex
+    with transaction.atomic():
+        generation = _reserve_and_create(
+            user, params, prompt_tokens, state=State.RUNNING, kind=kind, workload=workload,
+            run_token=run_token, started_at=timezone.now(),
+        )  # fmt: skip
+    acc = _Accumulator(list(generation.choices), prompt_tokens)
+    fields: dict[str, Any] = {}
+    state = State.DONE
+    try:
+        with BackendClient(workload) as client:
+            completion = client.complete(params)
+        acc.request_id = completion.request_id
+        acc.set_body(completion.body)
+    except Clamped as exc:
+        state, fields = State.REFUSED, _error_outcome(State.REFUSED, exc)
+    except BackendError as exc:
+        state, fields = State.FAILED, _error_outcome(State.FAILED, exc)
+    fields.pop("state", None)
+    snapshot = acc.snapshot()
+    finish(
+        generation,
+        state,
+        run_token=run_token,
+        choices=snapshot["choices"],
+        usage=snapshot["usage"] if acc.usage else None,
+        request_id=fields.pop("request_id", "") or acc.request_id,
+        served_model=acc.model,
+        **fields,
+    )
+    generation.refresh_from_db()
+    return generation
+
+
+def wait_for_state(generation: Generation, states: set[str], timeout: float) -> Generation:
+    """Poll until the generation reaches one of `states` (for tests and benches)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        generation.refresh_from_db()
+        if generation.state in states:
+            return generation
+        time.sleep(0.05)
+    raise TimeoutError(f"generation {generation.pk} still {generation.state}")

@@ -1,0 +1,202 @@
+"""Live updates: the Channels group per generation, an ordered non-blocking publisher
+for the worker, and the htmx out-of-band fragments the consumer sends.
+
+Every model-written string passes through django.utils.html.escape (via format_html
+or escape) here, at render time; nothing is ever marked safe before escaping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.utils.html import format_html
+
+log = logging.getLogger(__name__)
+
+STATE_LABELS = {
+    "queued": "Queued",
+    "running": "Running",
+    "done": "Done",
+    "cancelled": "Cancelled",
+    "refused": "Refused",
+    "failed": "Failed",
+    "interrupted": "Interrupted",
+}
+
+
+def group_name(generation_id: int) -> str:
+    return f"generation-{generation_id}"
+
+
+def state_message(generation: Any) -> dict[str, Any]:
+    return {
+        "type": "gen.state",
+        "state": generation.state,
+        "error_code": generation.error_code,
+        "request_id": generation.request_id,
+    }
+
+
+def publish_now(generation_id: int, message: dict[str, Any]) -> None:
+    """One blocking group_send, for code outside the streaming loop."""
+    try:
+        async_to_sync(get_channel_layer().group_send)(group_name(generation_id), message)
+    except Exception:  # a page missing one update re-reads the result; never fail a run for it
+        log.exception("generation %s: could not publish %s", generation_id, message.get("type"))
+
+
+# --- the worker's publisher -------------------------------------------------------
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _publisher_loop() -> asyncio.AbstractEventLoop:
+    """One event loop thread per worker process, so the channel layer keeps one
+    connection pool and the streaming thread never waits for Redis."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="weft-publisher", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+_CLOSE = object()
+
+
+class GroupPublisher:
+    """Ordered publishing to one generation's group from a sync thread. `token()`
+    never blocks; tokens that pile up while a send is in flight go out together in
+    one message (same order), so a slow Redis costs batching, not throughput."""
+
+    def __init__(self, generation_id: int) -> None:
+        self.group = group_name(generation_id)
+        self.loop = _publisher_loop()
+        self.pending: deque[Any] = deque()
+        self.lock = threading.Lock()
+        self.woken = False
+        self.wake_event: asyncio.Event | None = None
+        self.done: Future = asyncio.run_coroutine_threadsafe(self._drain(), self.loop)
+
+    def _put(self, item: Any) -> None:
+        self.pending.append(item)
+        # Wake the loop only when the drain task sleeps: while it is busy sending, it
+        # picks new items up by itself, and a busy stream costs no extra wake-ups.
+        with self.lock:
+            if self.woken:
+                return
+            self.woken = True
+        self.loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if self.wake_event is not None:
+            self.wake_event.set()
+
+    def token(self, index: int, text: str) -> None:
+        self._put((index, text))
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._put(message)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flush what is queued, then stop."""
+        self._put(_CLOSE)
+        try:
+            self.done.result(timeout)
+        except Exception:
+            log.exception("publisher for %s did not flush", self.group)
+
+    def _take(self) -> list[Any]:
+        batch = []
+        while self.pending:
+            batch.append(self.pending.popleft())
+        return batch
+
+    async def _drain(self) -> None:
+        layer = get_channel_layer()
+        self.wake_event = asyncio.Event()
+        while True:
+            with self.lock:
+                batch = self._take()
+                if not batch:
+                    self.woken = False
+                    self.wake_event.clear()
+            if not batch:
+                await self.wake_event.wait()
+                continue
+            tokens: list[list[Any]] = []
+            for item in batch:
+                if isinstance(item, tuple):
+                    tokens.append(list(item))
+                    continue
+                if tokens:
+                    await self._send(layer, {"type": "gen.tokens", "items": tokens})
+                    tokens = []
+                if item is _CLOSE:
+                    return
+                await self._send(layer, item)
+            if tokens:
+                await self._send(layer, {"type": "gen.tokens", "items": tokens})
+
+    async def _send(self, layer: Any, message: dict[str, Any]) -> None:
+        try:
+            await layer.group_send(self.group, message)
+        except Exception:
+            log.exception("publish to %s failed", self.group)
+
+
+# --- htmx fragments ---------------------------------------------------------------
+
+
+def tokens_fragment(generation_id: int, items: list[list[Any]]) -> str:
+    return "".join(
+        format_html(
+            '<span hx-swap-oob="beforeend:#gen-{}-choice-{}">{}</span>',
+            generation_id,
+            int(index),
+            text,
+        )
+        for index, text in items
+    )
+
+
+def choice_fragment(generation_id: int, index: int, text: str) -> str:
+    """Replace a choice's streamed text (used when a socket connects mid-run)."""
+    return format_html(
+        '<span hx-swap-oob="innerHTML:#gen-{}-choice-{}">{}</span>', generation_id, index, text
+    )
+
+
+def state_fragment(
+    generation_id: int, state: str, error_code: str = "", request_id: str = ""
+) -> str:
+    detail = ""
+    if error_code:
+        detail = format_html(' <span class="muted">{}</span>', error_code)
+    if request_id and state in ("failed", "refused"):
+        detail += format_html(' <span class="muted">request {}</span>', request_id)
+    return format_html(
+        '<span id="gen-{}-state" class="gen-state state-{}" hx-swap-oob="true">{}{}</span>',
+        generation_id,
+        state,
+        STATE_LABELS.get(state, state),
+        detail,
+    )
+
+
+def final_fragment(generation_id: int, result_url: str) -> str:
+    return format_html(
+        '<div id="gen-{id}-final" hx-swap-oob="true" hx-get="{url}" hx-trigger="load" '
+        'hx-target="#gen-{id}-result" hx-swap="outerHTML"></div>',
+        id=generation_id,
+        url=result_url,
+    )

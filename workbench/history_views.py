@@ -1,0 +1,183 @@
+"""History (saved runs), Recover (unsaved checkpoints) and export."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+from collections.abc import AsyncIterator, Iterator
+
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.core.handlers.asgi import ASGIRequest
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_POST
+
+from completions.budget import BudgetRefused
+from completions.errors import BackendError
+from completions.models import Generation
+from completions.schema import ParamsInvalid
+from workbench.display import LEGEND, run_choices, sample_views
+from workbench.models import Run, Sample
+from workbench.views import KINDS, loom_available
+
+PAGE_SIZE = 20
+EXPORT_CHUNK = 200
+
+
+def _date(value: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _filters(request: HttpRequest) -> dict:
+    return {
+        "query": request.GET.get("q", "").strip(),
+        "model": request.GET.get("model", "").strip(),
+        "since": _date(request.GET.get("since", "")),
+        "until": _date(request.GET.get("until", "")),
+    }
+
+
+@require_GET
+def history(request: HttpRequest) -> HttpResponse:
+    filters = _filters(request)
+    runs = (
+        Run.objects.for_user(request.user)
+        .filtered(**filters)
+        .annotate(sample_count=Count("samples"))
+    )
+    page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
+    query_string = urlencode(
+        {k: v for k, v in request.GET.items() if k != "page" and v}, doseq=False
+    )
+    context = {
+        "page": page,
+        "filters": filters,
+        "query_string": query_string,
+        "models": Run.objects.for_user(request.user)
+        .exclude(model="")
+        .order_by("model")
+        .values_list("model", flat=True)
+        .distinct(),
+        "recoverable": Generation.objects.recoverable(request.user).filter(kind__in=KINDS).count(),
+    }
+    template = "workbench/history.html"
+    if request.htmx and request.htmx.target == "history-results":
+        template += "#results"
+    return render(request, template, context)
+
+
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id, owner=request.user)
+    context = {
+        "run": run,
+        "samples": sample_views(run_choices(run), usage=run.usage),
+        "prompt": run.params.get("prompt") if isinstance(run.params.get("prompt"), str) else "",
+        "echo": bool(run.params.get("echo")),
+        "settings": {k: v for k, v in run.params.items() if k != "prompt"},
+        "legend": LEGEND,
+        "loom": loom_available(),
+        # "Branch from here" on this page opens the Workbench with this run's settings.
+        "workbench_url": f"{reverse('workbench')}?run={run.pk}",
+    }
+    return render(request, "workbench/run_detail.html", context)
+
+
+@require_POST
+def run_rerun(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id, owner=request.user)
+    try:
+        generation = run.rerun()
+    except (ParamsInvalid, BudgetRefused, BackendError) as exc:
+        messages.error(request, f"Could not run it again: {getattr(exc, 'message', exc)}")
+        return redirect("wb_run_detail", run.pk)
+    return redirect(f"{reverse('workbench')}?generation={generation.pk}")
+
+
+@require_POST
+def run_delete(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=run_id, owner=request.user)
+    run.delete()
+    messages.info(request, "Deleted from History.")
+    return redirect("history")
+
+
+@require_GET
+def recover(request: HttpRequest) -> HttpResponse:
+    generations = Generation.objects.recoverable(request.user).filter(kind__in=KINDS)
+    page = Paginator(generations, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "workbench/recover.html", {"page": page})
+
+
+# --------------------------------------------------------------------------- export
+
+# Exports stream: runs and samples are read with .iterator() in chunks and written
+# as they come, so a large history never sits in memory.
+
+
+def _jsonl(samples) -> Iterator[str]:
+    for sample in samples.iterator(chunk_size=EXPORT_CHUNK):
+        yield json.dumps(sample.export_line(), ensure_ascii=False) + "\n"
+
+
+def _json(runs) -> Iterator[str]:
+    yield "["
+    first = True
+    for run in runs.prefetch_related("samples").iterator(chunk_size=EXPORT_CHUNK):
+        yield ("\n" if first else ",\n") + json.dumps(run.export_dict(), ensure_ascii=False)
+        first = False
+    yield "\n]\n"
+
+
+async def _async_chunks(chunks: Iterator[str]) -> AsyncIterator[str]:
+    # Under ASGI Django would buffer a sync iterator whole; this hands it over in
+    # batches instead, each read on the one sync thread that owns the DB cursor.
+    take = sync_to_async(lambda: list(itertools.islice(chunks, EXPORT_CHUNK)))
+    while batch := await take():
+        for chunk in batch:
+            yield chunk
+
+
+def _download(
+    request: HttpRequest, chunks: Iterator[str], filename: str, content_type: str
+) -> StreamingHttpResponse:
+    content = _async_chunks(chunks) if isinstance(request, ASGIRequest) else chunks
+    response = StreamingHttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_GET
+def export_history(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
+    runs = (
+        Run.objects.for_user(request.user).filtered(**_filters(request)).order_by("saved_at", "pk")
+    )
+    return _export(request, runs, "weft-history", fmt)
+
+
+@require_GET
+def export_run(request: HttpRequest, run_id: int, fmt: str) -> StreamingHttpResponse:
+    run = get_object_or_404(Run, pk=run_id, owner=request.user)
+    return _export(request, Run.objects.filter(pk=run.pk), f"weft-run-{run.pk}", fmt)
+
+
+def _export(request: HttpRequest, runs, name: str, fmt: str) -> StreamingHttpResponse:
+    if fmt not in ("json", "jsonl"):
+        raise Http404
+    if fmt == "jsonl":
+        samples = (
+            Sample.objects.filter(run__in=runs)
+            .select_related("run")
+            .order_by("run__saved_at", "run_id", "index")
+        )
+        return _download(request, _jsonl(samples), f"{name}.jsonl", "application/x-ndjson")
+    return _download(request, _json(runs), f"{name}.json", "application/json")

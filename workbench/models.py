@@ -1,0 +1,317 @@
+"""History (Run, Sample), presets and saved prompts.
+
+A Run is what the user kept of a Generation (the door's seven-day recovery
+checkpoint): it copies the chosen choices out, so it never expires and survives the
+checkpoint's purge.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import models, transaction
+from django.db.models import Q
+
+from completions.models import Generation
+
+# Search runs over prompt, title, note and sample texts with the "simple" config:
+# no stemming or stop words, so any word a model wrote can be found as written.
+SEARCH_CONFIG = "simple"
+# Parameters the door adds for transport; a re-run or the editor does not need them.
+TRANSPORT_PARAMS = ("stream", "stream_options")
+
+
+def prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    return json.dumps(prompt)
+
+
+def logprob_stats(logprobs: dict | None) -> tuple[int | None, float | None]:
+    """(token count, mean logprob) from a choice's logprobs block; None when absent.
+    Echoed prompt tokens carry a null logprob and are skipped in the mean."""
+    if not logprobs or logprobs.get("tokens") is None:
+        return None, None
+    values = [v for v in logprobs.get("token_logprobs") or [] if isinstance(v, int | float)]
+    mean = sum(values) / len(values) if values else None
+    return len(logprobs["tokens"]), mean
+
+
+class RunQuerySet(models.QuerySet):
+    def for_user(self, user: Any) -> RunQuerySet:
+        return self.filter(owner=user)
+
+    def search(self, query: str) -> RunQuerySet:
+        query = query.strip()
+        if not query:
+            return self
+        if not any(ch.isalnum() for ch in query):
+            # Punctuation-only queries have no words for full-text search to match.
+            return self.filter(search_text__icontains=query)
+        vector = SearchVector("search_text", config=SEARCH_CONFIG)
+        return self.annotate(search_vector=vector).filter(
+            search_vector=SearchQuery(query, config=SEARCH_CONFIG, search_type="websearch")
+        )
+
+    def filtered(
+        self,
+        *,
+        query: str = "",
+        model: str = "",
+        since: dt.date | None = None,
+        until: dt.date | None = None,
+    ) -> RunQuerySet:
+        runs = self.search(query)
+        if model:
+            runs = runs.filter(Q(model=model) | Q(served_model=model))
+        if since:
+            runs = runs.filter(saved_at__date__gte=since)
+        if until:
+            runs = runs.filter(saved_at__date__lte=until)
+        return runs
+
+    @transaction.atomic
+    def save_generation(
+        self,
+        generation: Generation,
+        *,
+        title: str = "",
+        note: str = "",
+        choice_indexes: Iterable[int] | None = None,
+    ) -> Run:
+        """Copy the chosen choices (default: all) out of the checkpoint into a new
+        History entry and claim the generation so it leaves Recover."""
+        row = Generation.objects.select_for_update().get(pk=generation.pk)
+        if not row.is_terminal:
+            raise ValueError("a generation can be saved once it has finished")
+        choices = list(row.choices)
+        if choice_indexes is not None:
+            wanted = {int(i) for i in choice_indexes}
+            choices = [c for c in choices if int(c.get("index", -1)) in wanted]
+        params = {k: v for k, v in (row.params or {}).items() if k not in TRANSPORT_PARAMS}
+        run = self.create(
+            owner_id=row.owner_id,
+            generation=row,
+            kind=row.kind,
+            title=title.strip()[:200],
+            note=note.strip(),
+            prompt=prompt_text(params.get("prompt", "")),
+            params=params,
+            model=str(params.get("model") or ""),
+            served_model=row.served_model,
+            request_id=row.request_id,
+            state=row.state,
+            error_code=row.error_code,
+            error_message=row.error_message,
+            usage=row.usage,
+            generated_at=row.created_at,
+        )
+        samples = []
+        for choice in choices:
+            count, mean = logprob_stats(choice.get("logprobs"))
+            samples.append(
+                Sample(
+                    run=run,
+                    index=int(choice.get("index", len(samples))),
+                    text=choice.get("text") or "",
+                    finish_reason=choice.get("finish_reason") or "",
+                    stop_reason=_text_or_empty(choice.get("stop_reason")),
+                    logprobs=choice.get("logprobs"),
+                    prompt_logprobs=choice.get("prompt_logprobs"),
+                    token_count=count,
+                    mean_logprob=mean,
+                )
+            )
+        Sample.objects.bulk_create(samples)
+        run.search_text = "\n".join([run.title, run.note, run.prompt, *(s.text for s in samples)])
+        run.save(update_fields=["search_text"])
+        row.claim()
+        return run
+
+
+def _text_or_empty(value: Any) -> str:
+    # vLLM's stop_reason is the matched string, or a token id when an EOS stopped it.
+    return "" if value is None else str(value)
+
+
+class Run(models.Model):
+    """A saved History entry."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workbench_runs"
+    )
+    # The checkpoint it came from, while that still exists (purged after 7 days).
+    generation = models.ForeignKey(
+        Generation, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    kind = models.CharField(max_length=16, default="workbench")
+    title = models.CharField(max_length=200, blank=True)
+    note = models.TextField(blank=True)
+    prompt = models.TextField(blank=True)
+    params = models.JSONField(default=dict, help_text="The request body as sent.")
+    model = models.CharField(max_length=200, blank=True, help_text="The short id asked for.")
+    served_model = models.CharField(max_length=300, blank=True, help_text="The checkpoint.")
+    request_id = models.CharField(max_length=200, blank=True)
+    state = models.CharField(max_length=16, default="done")
+    error_code = models.CharField(max_length=100, blank=True)
+    error_message = models.TextField(blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    generated_at = models.DateTimeField(null=True, blank=True)
+    saved_at = models.DateTimeField(auto_now_add=True)
+    search_text = models.TextField(blank=True, editable=False)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-saved_at", "-pk"]
+        indexes = [
+            models.Index(fields=["owner", "-saved_at"], name="run_owner_saved"),
+            models.Index(fields=["owner", "model"], name="run_owner_model"),
+        ]
+        # The GIN index for search (run_search) is created in migration 0002 with SQL:
+        # GinIndex needs django.contrib.postgres in INSTALLED_APPS, which we do not use.
+
+    def __str__(self) -> str:
+        return self.title or f"run {self.pk}"
+
+    @property
+    def display_title(self) -> str:
+        if self.title:
+            return self.title
+        words = " ".join(self.prompt.split())
+        return (words[:70] + "…") if len(words) > 70 else (words or "(empty prompt)")
+
+    @property
+    def request_params(self) -> dict[str, Any]:
+        """The settings to run again: the request as sent, seed included."""
+        return dict(self.params)
+
+    def rerun(self) -> Generation:
+        """Start the same request again (same settings and seed) as a new Workbench run."""
+        return Generation.objects.start(self.owner, self.request_params, kind="workbench")
+
+    def export_dict(self, samples: Iterable[Sample] | None = None) -> dict[str, Any]:
+        samples = self.samples.all() if samples is None else samples
+        return {
+            "id": self.pk,
+            "kind": self.kind,
+            "title": self.title,
+            "note": self.note,
+            "prompt": self.params.get("prompt", self.prompt),
+            "parameters": self.params,
+            "model": self.model,
+            "model_checkpoint": self.served_model,
+            "request_id": self.request_id,
+            "state": self.state,
+            "error_code": self.error_code,
+            "usage": self.usage,
+            "generated_at": self.generated_at.isoformat() if self.generated_at else None,
+            "saved_at": self.saved_at.isoformat(),
+            "samples": [s.export_dict() for s in samples],
+        }
+
+
+class Sample(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="samples")
+    index = models.PositiveIntegerField(help_text="The choice index in the response.")
+    text = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=32, blank=True)
+    stop_reason = models.CharField(max_length=200, blank=True)
+    logprobs = models.JSONField(null=True, blank=True)
+    prompt_logprobs = models.JSONField(null=True, blank=True)
+    token_count = models.PositiveIntegerField(null=True, blank=True)
+    mean_logprob = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="sample_run_index_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"sample {self.index} of run {self.run_id}"
+
+    @property
+    def perplexity(self) -> float | None:
+        return math.exp(-self.mean_logprob) if self.mean_logprob is not None else None
+
+    def export_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "text": self.text,
+            "finish_reason": self.finish_reason or None,
+            "stop_reason": self.stop_reason or None,
+        }
+        if self.logprobs:
+            out["tokens"] = self.logprobs.get("tokens")
+            out["token_logprobs"] = self.logprobs.get("token_logprobs")
+            out["top_logprobs"] = self.logprobs.get("top_logprobs")
+            out["text_offset"] = self.logprobs.get("text_offset")
+        if self.prompt_logprobs:
+            out["prompt_logprobs"] = self.prompt_logprobs
+        return out
+
+    def export_line(self) -> dict[str, Any]:
+        """One JSONL line: the sample with everything needed to reproduce it."""
+        run = self.run
+        return {
+            "run_id": run.pk,
+            "title": run.title,
+            "prompt": run.params.get("prompt", run.prompt),
+            "parameters": run.params,
+            "model": run.model,
+            "model_checkpoint": run.served_model,
+            "request_id": run.request_id,
+            **self.export_dict(),
+        }
+
+
+class Preset(models.Model):
+    """A named parameter set (everything but the prompt)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workbench_presets"
+    )
+    name = models.CharField(max_length=100)
+    params = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="preset_owner_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SavedPrompt(models.Model):
+    """A named prompt with its settings; opening it fills the editor."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workbench_prompts"
+    )
+    name = models.CharField(max_length=200)
+    prompt = models.TextField(blank=True)
+    params = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="savedprompt_owner_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def body(self) -> dict[str, Any]:
+        return {**self.params, "prompt": self.prompt}

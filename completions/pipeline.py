@@ -281,8 +281,13 @@ class _Accumulator:
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
             choices = []
-            for choice in self.choices:
+            for index, choice in enumerate(self.choices):
                 copy = dict(choice)
+                streamed = self.counts[index] if index < len(self.counts) else 0
+                if streamed:
+                    # One streamed chunk carries one token per choice, so this is the
+                    # per-sample count a page can show when no logprobs were asked.
+                    copy["completion_tokens"] = streamed
                 if copy.get("logprobs"):
                     copy["logprobs"] = {k: list(v) for k, v in copy["logprobs"].items()}
                 choices.append(copy)

@@ -128,6 +128,8 @@ def sample_views(choices: list[dict[str, Any]], *, usage: dict | None = None) ->
     views = []
     for choice, text, point in zip(choices, texts, points, strict=True):
         count, mean = logprob_stats(choice.get("logprobs"))
+        if count is None:
+            count = choice.get("completion_tokens")
         if count is None and len(choices) == 1 and usage:
             # Without logprobs only the total is known; with one sample it is exact.
             count = usage.get("completion_tokens")

@@ -124,7 +124,7 @@ class RunQuerySet(models.QuerySet):
                     stop_reason=_text_or_empty(choice.get("stop_reason")),
                     logprobs=choice.get("logprobs"),
                     prompt_logprobs=choice.get("prompt_logprobs"),
-                    token_count=count,
+                    token_count=choice.get("completion_tokens") if count is None else count,
                     mean_logprob=mean,
                 )
             )

@@ -40,6 +40,7 @@ def test_it_streams_in_order_and_checkpoints_the_full_result(
         # they match the saved per-token list one by one.
         assert "".join(streamed) == choice["text"]
         assert streamed == choice["logprobs"]["tokens"]
+        assert choice["completion_tokens"] == 40  # per sample, for pages without logprobs
     assert generation.usage["completion_tokens"] == 80
     assert generation.charged_tokens == generation.usage["total_tokens"]
     assert "state-done" in watcher.messages[-1]

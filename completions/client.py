@@ -448,6 +448,12 @@ def _cache_key(kind: str) -> str:
     return f"completions:{kind}:{digest}"
 
 
+def forget_backend_cache() -> None:
+    """Drop what is cached about the current backend (its models, whether it can
+    tokenize). Never cache.clear(): the cache shares Redis with Celery and Channels."""
+    cache.delete_many([_cache_key("models"), _cache_key("no-tokenize")])
+
+
 def _model_info(card: dict[str, Any]) -> ModelInfo:
     caps = card.get("capabilities") or {}
     return ModelInfo(

@@ -104,7 +104,14 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "weft-asgi", "capacity": 1000, "expiry": 60},
+        "CONFIG": {
+            # redis-py 8 times sockets out after 5 s by default, exactly the channel
+            # layer's 5 s blocking BZPOPMIN: an idle socket would then crash its consumer.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            "prefix": "weft-asgi",
+            "capacity": 1000,
+            "expiry": 60,
+        },
     }
 }
 

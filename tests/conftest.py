@@ -90,3 +90,10 @@ def session_cookie(client):
 def artifacts_dir():
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+def pytest_collection_modifyitems(session, config, items):
+    # Playwright's sync API leaves its event loop running in the main thread for the
+    # rest of the session; tests that call asyncio.run / async_to_sync themselves
+    # must therefore run before the first browser test.
+    items.sort(key=lambda item: "page" in getattr(item, "fixturenames", ()))

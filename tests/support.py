@@ -73,12 +73,17 @@ def start_web(sup: Supervisor, env: dict, port: int):
 
 
 def start_worker(sup: Supervisor, env: dict, log: Path, concurrency: int = 4):
+    """A real Celery worker consuming the queue its environment sends generations to
+    (WEFT_GENERATION_QUEUE, else Celery's default). Each test stack talks to its own
+    engine, so it sets its own queue in the environment of both its web server and
+    its worker: its generations then never reach another stack's worker."""
+    queue = env.get("WEFT_GENERATION_QUEUE") or "celery"
     handle = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = sup.start(
-        "worker",
+        f"worker-{queue}",
         [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "INFO", "--pool",
          "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",
-         "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"],
+         "--without-heartbeat", "-Q", queue, "-n", f"{queue}-{free_port()}@%h"],
         env_vars=env,
         stdout=handle,
         stderr=subprocess.STDOUT,

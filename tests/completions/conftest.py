@@ -1,16 +1,12 @@
 """Fixtures for the completions door: the engine's scripted backend over real HTTP,
 and Weft processes pointed at it."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import httpx
 import pytest
-from django.core.cache import cache
 
+from completions.client import forget_backend_cache
 from engine.testing import run_engine
-from tests.support import Supervisor, child_env, free_port, start_web, wait_until
+from tests.support import Supervisor, child_env, free_port, start_web, start_worker
 
 
 @pytest.fixture(scope="session")
@@ -48,26 +44,9 @@ def scripted(scripted_engine, settings):
     settings.WEFT_BACKEND_READ_TIMEOUT = 10.0
     backend = Scripted(scripted_engine)
     backend.reset()
-    cache.clear()
+    forget_backend_cache()
     yield backend
     backend.reset()
-
-
-def start_queue_worker(sup: Supervisor, env: dict, log: Path, queue: str, concurrency: int = 4):
-    """A Celery worker consuming only `queue`, so these tests' generations never land
-    on the shared `stack` worker (which talks to a different backend)."""
-    handle = open(log, "wb")  # noqa: SIM115 - closed with the process
-    proc = sup.start(
-        f"worker-{queue}",
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "INFO", "--pool",
-         "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",
-         "--without-heartbeat", "-Q", queue, "-n", f"{queue}-{free_port()}@%h"],
-        env_vars=env,
-        stdout=handle,
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    wait_until(lambda: proc.poll() is None and b" ready." in log.read_bytes(), 60, "Celery worker")
-    return proc
 
 
 @pytest.fixture
@@ -85,6 +64,7 @@ def door_env(django_db_setup, scripted_engine):
         settings.DATABASES["default"]["NAME"],
         WEFT_BACKEND_URL=f"{scripted_engine}/v1",
         WEFT_CHECKPOINT_INTERVAL_SECONDS="0.25",
+        WEFT_GENERATION_QUEUE="door",
     )
 
 
@@ -96,7 +76,7 @@ def door_stack(door_env, scripted_engine, tmp_path_factory):
     logs = tmp_path_factory.mktemp("door")
     try:
         url = start_web(sup, door_env, free_port())
-        start_queue_worker(sup, door_env, logs / "worker.log", "door")
+        start_worker(sup, door_env, logs / "worker.log")
         yield {
             "url": url,
             "env": door_env,

@@ -10,9 +10,8 @@ import pytest
 
 from completions.budget import usage_summary
 from completions.models import Generation
-from tests.completions.conftest import start_queue_worker
 from tests.completions.wsclient import Watcher, watch
-from tests.support import Supervisor, wait_until
+from tests.support import Supervisor, start_worker, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +28,8 @@ def test_it_keeps_the_partial_result_marked_interrupted(
     settings.WEFT_GENERATION_QUEUE = "killme"
     sup = Supervisor()
     try:
-        worker = start_queue_worker(sup, door_env, tmp_path / "worker.log", "killme", concurrency=1)
+        worker_env = {**door_env, "WEFT_GENERATION_QUEUE": "killme"}
+        worker = start_worker(sup, worker_env, tmp_path / "worker.log", concurrency=1)
         httpx.post(
             f"{engine}/_scripted/faults",
             json={"faults": [{"first_byte_delay": 0.5, "token_delay": TOKEN_DELAY}]},

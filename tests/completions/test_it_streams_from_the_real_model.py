@@ -3,6 +3,7 @@
 import pytest
 
 from completions import pipeline
+from completions.client import forget_backend_cache
 from completions.models import Generation
 from engine.testing import run_engine
 
@@ -19,9 +20,7 @@ def test_it_checkpoints_a_real_streamed_generation(
     llama_engine, settings, make_user, unconsumed_queue
 ):
     settings.WEFT_BACKEND_URL = f"{llama_engine}/v1"
-    from django.core.cache import cache
-
-    cache.clear()
+    forget_backend_cache()
     user = make_user()
     generation = Generation.objects.start(
         user, {"prompt": "The capital of France is", "max_tokens": 8, "n": 2, "temperature": 0, "logprobs": 2},

@@ -24,6 +24,7 @@ def weft_stack(engine_url: str, logs, **env_extra: str):
     env = child_env(
         settings.DATABASES["default"]["NAME"],
         WEFT_BACKEND_URL=f"{engine_url}/v1",
+        WEFT_GENERATION_QUEUE=f"workbench-{free_port()}",
         **env_extra,
     )
     sup = Supervisor()

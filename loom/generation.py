@@ -1,0 +1,146 @@
+"""Generation into children: build the request from the tree's settings, and
+turn a finished Generation (the door's recovery checkpoint) into model-written
+child nodes exactly once."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from loom.models import Author, Node, Tree
+
+log = logging.getLogger(__name__)
+
+KIND = "loom"
+# Form fields a generation may adjust, with the type the door's strict schema wants.
+PARAM_FIELDS: dict[str, type] = {
+    "n": int,
+    "max_tokens": int,
+    "temperature": float,
+    "top_p": float,
+    "top_k": int,
+    "min_p": float,
+    "seed": int,
+    "logprobs": int,
+}
+DEFAULTS: dict[str, Any] = {"n": 3, "max_tokens": 48, "temperature": 1.0, "logprobs": 5}
+
+
+class FormInvalid(ValueError):
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(errors))
+
+
+def effective_settings(tree: Tree) -> dict[str, Any]:
+    return {**DEFAULTS, **(tree.settings or {})}
+
+
+def params_from_form(tree: Tree, form: dict) -> dict[str, Any]:
+    """The tree's settings overridden by the non-empty form fields, converted
+    to numbers (the door rejects numbers sent as strings). Range checks are the
+    door's job (ParamsInvalid)."""
+    data = effective_settings(tree)
+    errors = []
+    for name, kind in PARAM_FIELDS.items():
+        raw = (form.get(name) or "").strip()
+        if not raw:
+            continue
+        try:
+            data[name] = kind(raw)
+        except ValueError:
+            errors.append(f"{name}: {raw!r} is not {'an integer' if kind is int else 'a number'}")
+    model = (form.get("model") or "").strip()
+    if model:
+        data["model"] = model
+    stop = form.get("stop")
+    if stop:
+        # One stop string per line; a literal \n stands for a newline.
+        data["stop"] = [s.replace("\\n", "\n") for s in stop.splitlines() if s]
+    if errors:
+        raise FormInvalid(errors)
+    return data
+
+
+def start(user, tree: Tree, node: Node, data: dict):
+    """Raises the door's ParamsInvalid / BudgetRefused / BackendError; nothing is sent then."""
+    from completions.models import Generation
+
+    body = {k: v for k, v in data.items() if v is not None}
+    body["prompt"] = node.full_text()
+    return Generation.objects.start(
+        user, body, kind=KIND, target={"tree": tree.pk, "parent": node.pk}
+    )
+
+
+def _node_fields(generation, choice: dict) -> dict[str, Any]:
+    params = {k: v for k, v in (generation.params or {}).items() if k != "prompt"}
+    return {
+        "author": Author.MODEL,
+        "checkpoint": (generation.served_model or params.get("model") or "")[:300],
+        "request_id": (generation.request_id or "")[:200],
+        "params": params,
+        "seed": params.get("seed"),
+        "finish_reason": (choice.get("finish_reason") or generation.state or "")[:20],
+        "logprobs": choice.get("logprobs"),
+    }
+
+
+def attach(generation, parent: Node) -> list[Node]:
+    """Create one child of `parent` per choice that has text, in choice order,
+    and claim the generation. Caller holds the generation row lock."""
+    made = []
+    for choice in sorted(generation.choices or [], key=lambda c: c.get("index", 0)):
+        text = choice.get("text") or ""
+        if not text:
+            continue
+        made.append(parent.add_child(text, log=False, **_node_fields(generation, choice)))
+    generation.claim()
+    parent.tree.touch()
+    return made
+
+
+def materialize(generation) -> list[Node] | None:
+    """Turn a finished loom generation into children of its target node, once.
+    Returns None (and leaves it unclaimed, so Recover lists it) when the target
+    node is gone or it is not ready."""
+    from completions.models import Generation
+
+    if generation.kind != KIND:
+        return None
+    with transaction.atomic():
+        g = Generation.objects.select_for_update().get(pk=generation.pk)
+        if g.claimed_at is not None or not g.is_terminal:
+            return None
+        if not any(c.get("text") for c in g.choices or []):
+            if g.state == Generation.State.DONE:
+                g.claim()  # nothing to keep
+            return None
+        target = g.target or {}
+        parent = Node.objects.filter(
+            pk=target.get("parent"), tree_id=target.get("tree"), tree__owner_id=g.owner_id
+        ).first()
+        if parent is None:
+            log.info("generation %s: parent node gone, left for Recover", g.pk)
+            return None
+        return attach(g, parent)
+
+
+def attach_to(user, generation_id: int, parent: Node) -> list[Node]:
+    """Recover: attach an unclaimed generation to any node the user owns."""
+    from completions.models import Generation
+
+    with transaction.atomic():
+        g = Generation.objects.select_for_update().get(
+            pk=generation_id, owner=user, claimed_at__isnull=True
+        )
+        return attach(g, parent)
+
+
+def on_generation_finished(sender, generation, **kwargs) -> None:
+    try:
+        materialize(generation)
+    except Exception:  # a failure here must not break the worker; Recover still has it
+        log.exception("generation %s: could not turn into nodes", generation.pk)

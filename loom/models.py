@@ -1,0 +1,623 @@
+"""Trees of continuations.
+
+A node stores only its own text segment; the text of a node is the
+concatenation of the segments from the root down to it. The tree is an
+adjacency list (`parent_id`) walked by recursive CTEs: a materialized path or an
+ancestor array would cost O(depth) bytes per node, which is quadratic storage
+on a 10,000-deep chain, while the CTE walks the (parent_id, position) and
+primary-key indexes in a few milliseconds (bench/loom_tree.py measures it).
+
+Every structural change goes through a Node/Tree method that also writes an
+UndoEntry, so undo is server-side and survives a reload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from django.conf import settings
+from django.db import connection, models, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+UNDO_KEEP = 50
+NODE_TABLE = "loom_node"
+
+
+class Author(models.TextChoices):
+    HUMAN = "human", "human"
+    MODEL = "model", "model"
+
+
+class LoomError(Exception):
+    """An operation that makes no sense for this node (shown to the user)."""
+
+
+# --- trees ----------------------------------------------------------------------
+
+
+class TreeQuerySet(models.QuerySet):
+    def for_user(self, user) -> TreeQuerySet:
+        return self.filter(owner=user)
+
+    @transaction.atomic
+    def create_from_prompt(self, owner, prompt: str, *, title: str = "", settings=None) -> Tree:
+        title = title.strip() or _title_from(prompt)
+        tree = self.create(owner=owner, title=title, settings=settings or {})
+        root = Node.objects.create(tree=tree, parent=None, position=0, text=prompt)
+        tree.current = root
+        tree.save(update_fields=["current"])
+        return tree
+
+
+def _title_from(text: str) -> str:
+    words = " ".join(text.split())
+    return (words[:60] + "…") if len(words) > 60 else (words or "Untitled tree")
+
+
+class Tree(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="loom_trees"
+    )
+    title = models.CharField(max_length=200)
+    # Defaults for new generations (any field of the door's CompletionParams);
+    # validated by the door when a generation starts, not here.
+    settings = models.JSONField(default=dict, blank=True)
+    # Top-level keys of an imported file that Weft does not use (pyloom's
+    # chapters, preferences, …), written back on export.
+    extra = models.JSONField(default=dict, blank=True)
+    current = models.ForeignKey(
+        "Node", null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TreeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def root(self) -> Node:
+        return Node.objects.get(tree=self, parent__isnull=True)
+
+    def node_count(self) -> int:
+        return self.nodes.count()
+
+    def touch(self) -> None:
+        Tree.objects.filter(pk=self.pk).update(updated_at=timezone.now())
+
+    @transaction.atomic
+    def duplicate(self, *, title: str | None = None) -> Tree:
+        """Copy every node in one INSERT … SELECT: no Python objects per node."""
+        copy = Tree.objects.create(
+            owner=self.owner,
+            title=title or f"{self.title} (copy)",
+            settings=self.settings,
+            extra=self.extra,
+        )
+        columns = [c for c in _copy_columns() if c not in ("id", "tree_id", "parent_id")]
+        cols = ", ".join(columns)
+        src = ", ".join(f"n.{c}" for c in columns)
+        with connection.cursor() as cur:
+            # A CTE referenced twice is materialized once, so each old id gets exactly one new id.
+            cur.execute(
+                f"""
+                WITH m AS MATERIALIZED (
+                    SELECT id AS old, nextval(pg_get_serial_sequence('{NODE_TABLE}', 'id')) AS new
+                    FROM {NODE_TABLE} WHERE tree_id = %s
+                )
+                INSERT INTO {NODE_TABLE} (id, tree_id, parent_id, {cols})
+                SELECT m.new, %s, pm.new, {src}
+                FROM {NODE_TABLE} n JOIN m ON m.old = n.id LEFT JOIN m pm ON pm.old = n.parent_id
+                """,  # noqa: S608 - identifiers are ours, values are parameters
+                [self.pk, copy.pk],
+            )
+        root = copy.root
+        copy.current = root
+        copy.save(update_fields=["current"])
+        return copy
+
+    # --- undo ---------------------------------------------------------------------
+
+    def log(self, action: str, label: str, data: dict) -> None:
+        UndoEntry.objects.create(tree=self, action=action, label=label, data=data)
+        keep = list(self.undo_log.order_by("-id").values_list("id", flat=True)[:UNDO_KEEP])
+        if len(keep) == UNDO_KEEP:
+            self.undo_log.filter(id__lt=keep[-1]).delete()
+        self.touch()
+
+    @transaction.atomic
+    def undo(self) -> tuple[str, int | None] | None:
+        """Revert the last logged operation; returns (label, node id to show) or None."""
+        entry = self.undo_log.select_for_update().order_by("-id").first()
+        if entry is None:
+            return None
+        focus = _UNDO[entry.action](self, entry.data)
+        entry.delete()
+        self.touch()
+        return entry.label, focus
+
+
+def _copy_columns() -> list[str]:
+    return [f.column for f in Node._meta.concrete_fields]
+
+
+# --- nodes ----------------------------------------------------------------------
+
+
+class Segment(NamedTuple):
+    """One step of a path, as the reading view needs it."""
+
+    id: int
+    parent_id: int | None
+    text: str
+    author: str
+    bookmarked: bool
+
+    @property
+    def is_model(self) -> bool:
+        return self.author == Author.MODEL
+
+
+# Each recursive step looks one row up (or the children down) through a
+# LATERAL … OFFSET 0 subquery: that pins the plan to an index lookup per step.
+# A plain join lets the planner pick a hash join over the whole table per step
+# when statistics are missing (a fresh import): 9 s instead of 30 ms on a
+# 10,000-deep chain.
+_PATH_SQL = f"""
+    WITH RECURSIVE p(id, parent_id, text, author, bookmarked, lvl) AS (
+        SELECT id, parent_id, text, author, bookmarked, 0 FROM {NODE_TABLE} WHERE id = %s
+        UNION ALL
+        SELECT a.id, a.parent_id, a.text, a.author, a.bookmarked, p.lvl + 1 FROM p, LATERAL (
+            SELECT id, parent_id, text, author, bookmarked FROM {NODE_TABLE}
+            WHERE id = p.parent_id OFFSET 0
+        ) a
+        WHERE p.lvl + 1 < %s
+    )
+    SELECT id, parent_id, text, author, bookmarked FROM p ORDER BY lvl DESC
+"""  # noqa: S608 - identifiers are ours, values are parameters
+_SUBTREE_SQL = f"""
+    WITH RECURSIVE s(id) AS (
+        SELECT id FROM {NODE_TABLE} WHERE id = %s
+        UNION ALL
+        SELECT c.id FROM s, LATERAL (
+            SELECT id FROM {NODE_TABLE} WHERE parent_id = s.id OFFSET 0
+        ) c
+    )
+    SELECT id FROM s
+"""  # noqa: S608
+_ANCESTOR_SQL = f"""
+    WITH RECURSIVE p(id, parent_id) AS (
+        SELECT id, parent_id FROM {NODE_TABLE} WHERE id = %s
+        UNION ALL
+        SELECT a.id, a.parent_id FROM p, LATERAL (
+            SELECT id, parent_id FROM {NODE_TABLE} WHERE id = p.parent_id OFFSET 0
+        ) a
+    )
+    SELECT EXISTS (SELECT 1 FROM p WHERE id = %s)
+"""  # noqa: S608
+
+
+class NodeQuerySet(models.QuerySet):
+    def path_to(self, node: Node | int, *, last: int | None = None) -> list[Segment]:
+        """The segments from the root down to `node` (inclusive), or only the
+        `last` ones nearest the node: one query that stops walking up there.
+
+        Returns light named tuples rather than model instances: building 10,000
+        Node objects costs more than the query itself."""
+        node_id = node.pk if isinstance(node, Node) else node
+        with connection.cursor() as cur:
+            cur.execute(_PATH_SQL, [node_id, last or 2**31 - 1])
+            return [Segment(*row) for row in cur.fetchall()]
+
+    def subtree_ids(self, node: Node | int) -> list[int]:
+        """The node and all its descendants: one query."""
+        node_id = node.pk if isinstance(node, Node) else node
+        with connection.cursor() as cur:
+            cur.execute(_SUBTREE_SQL, [node_id])
+            return [row[0] for row in cur.fetchall()]
+
+    def is_ancestor(self, maybe_ancestor: Node, node: Node) -> bool:
+        """True if maybe_ancestor is on the path to node (or is node)."""
+        with connection.cursor() as cur:
+            cur.execute(_ANCESTOR_SQL, [node.pk, maybe_ancestor.pk])
+            return cur.fetchone()[0]
+
+    def preorder(
+        self, tree: Tree, *, select: str | None = None, chunk: int = 5000
+    ) -> Iterator[tuple[int, Any]]:
+        """(depth, row) for every node of `tree` in depth-first preorder,
+        siblings in order. A row is a dict of every column, or, given `select`
+        (an SQL select list over the node table), that query's tuple.
+
+        Memory: the id skeleton (two ints per node) plus one chunk of rows; the
+        texts are never all in memory at once. Depth costs nothing: the walk
+        uses an explicit stack, never Python recursion."""
+        kids: dict[int | None, list[int]] = {}
+        with connection.cursor() as cur:
+            cur.execute(
+                f"SELECT id, parent_id FROM {NODE_TABLE} WHERE tree_id = %s "  # noqa: S608
+                "ORDER BY position, id",
+                [tree.pk],
+            )
+            while rows := cur.fetchmany(10_000):
+                for node_id, parent_id in rows:
+                    kids.setdefault(parent_id, []).append(node_id)
+        # An explicit stack of (depth, id); children pushed reversed so the first pops first.
+        stack = [(0, r) for r in reversed(kids.get(None, []))]
+        batch: list[tuple[int, int]] = []
+        while stack:
+            depth, node_id = stack.pop()
+            batch.append((depth, node_id))
+            for child in reversed(kids.pop(node_id, [])):
+                stack.append((depth + 1, child))
+            if len(batch) >= chunk or not stack:
+                ids = [i for _, i in batch]
+                if select is None:
+                    rows = {r["id"]: r for r in self.filter(id__in=ids).values()}
+                else:
+                    with connection.cursor() as cur:
+                        cur.execute(
+                            f"SELECT id, {select} FROM {NODE_TABLE} WHERE id = ANY(%s)",  # noqa: S608
+                            [ids],
+                        )
+                        rows = {r[0]: r[1:] for r in cur.fetchall()}
+                for d, i in batch:
+                    yield d, rows[i]
+                batch = []
+
+
+class Node(models.Model):
+    tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="nodes")
+    # DB_CASCADE: deleting a subtree is one DELETE that Postgres cascades; Django's
+    # collector would walk it level by level (and recurse) in Python.
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DB_CASCADE,
+        related_name="kids",
+        db_index=False,  # covered by the (parent, position) index
+    )
+    position = models.PositiveIntegerField(default=0)
+    text = models.TextField(blank=True)
+    author = models.CharField(max_length=5, choices=Author.choices, default=Author.HUMAN)
+    # Model metadata (empty for human nodes).
+    checkpoint = models.CharField(max_length=300, blank=True)
+    request_id = models.CharField(max_length=200, blank=True)
+    params = models.JSONField(null=True, blank=True)
+    seed = models.BigIntegerField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=20, blank=True)
+    logprobs = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    visited_at = models.DateTimeField(null=True, blank=True)
+    bookmarked = models.BooleanField(default=False)
+    tags = models.JSONField(default=list, blank=True)
+    archived = models.BooleanField(default=False)
+    # The node's id in the file it was imported from (pyloom uuid, …), reused on export.
+    source_id = models.CharField(max_length=100, blank=True)
+    # Keys of an imported node that Weft does not use, written back on export.
+    extra = models.JSONField(default=dict, blank=True)
+
+    objects = NodeQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["parent", "position"], name="loom_node_children"),
+            models.Index(fields=["tree", "parent"], name="loom_node_tree_parent"),
+            models.Index(
+                fields=["tree", "id"],
+                condition=models.Q(bookmarked=True),
+                name="loom_node_bookmarks",
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tree"], condition=models.Q(parent__isnull=True), name="loom_one_root"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"node {self.pk}"
+
+    @property
+    def is_model(self) -> bool:
+        return self.author == Author.MODEL
+
+    # --- reading ------------------------------------------------------------------
+
+    def children(self) -> NodeQuerySet:
+        return Node.objects.filter(parent_id=self.pk).order_by("position", "id")
+
+    def siblings(self) -> NodeQuerySet:
+        """The node's parent's children, the node included."""
+        if self.parent_id is None:
+            return Node.objects.filter(pk=self.pk)
+        return Node.objects.filter(parent_id=self.parent_id).order_by("position", "id")
+
+    def path(self) -> list[Node]:
+        return Node.objects.path_to(self)
+
+    def full_text(self) -> str:
+        return "".join(n.text for n in Node.objects.path_to(self))
+
+    def mark_visited(self) -> None:
+        Node.objects.filter(pk=self.pk).update(visited_at=timezone.now())
+
+    # --- changing (each logs its inverse) -----------------------------------------
+
+    def _next_position(self) -> int:
+        top = self.children().aggregate(m=models.Max("position"))["m"]
+        return 0 if top is None else top + 1
+
+    @transaction.atomic
+    def add_child(
+        self, text: str = "", *, author: str = Author.HUMAN, log: bool = True, **meta
+    ) -> Node:
+        child = Node.objects.create(
+            tree_id=self.tree_id,
+            parent=self,
+            position=self._next_position(),
+            text=text,
+            author=author,
+            **meta,
+        )
+        if log:
+            self.tree.log("add", "add a node", {"node": child.pk, "focus": self.pk})
+        return child
+
+    @transaction.atomic
+    def edit(self, text: str, *, as_sibling: bool = False) -> Node:
+        """Change the text in place, or keep this node and add the edit as a new
+        sibling right after it. Returns the node that holds the new text."""
+        if as_sibling:
+            if self.parent_id is None:
+                raise LoomError("The root has no siblings; edit it in place.")
+            sibling = Node.objects.create(
+                tree_id=self.tree_id, parent_id=self.parent_id, position=0, text=text
+            )
+            order = [n for n in self.siblings().exclude(pk=sibling.pk).values_list("id", flat=True)]
+            order.insert(order.index(self.pk) + 1, sibling.pk)
+            _set_order(self.parent_id, order)
+            self.tree.log("add", "edit as a new sibling", {"node": sibling.pk, "focus": self.pk})
+            return sibling
+        if text == self.text:
+            return self
+        old = {"node": self.pk, "text": self.text, "logprobs": self.logprobs}
+        self.text = text
+        # Token probabilities describe the generated tokens; after an edit they no longer do.
+        self.logprobs = None
+        self.save(update_fields=["text", "logprobs"])
+        self.tree.log("edit", "edit a node", old)
+        return self
+
+    @transaction.atomic
+    def split(self, offset: int) -> Node:
+        """Cut the segment at `offset`: this node keeps the head, a new child gets
+        the tail and adopts this node's children. Returns the new child."""
+        if not 0 < offset < len(self.text):
+            raise LoomError("Split inside the text, not at its start or end.")
+        old_text = self.text
+        kid_ids = list(self.children().values_list("id", flat=True))
+        tail = Node.objects.create(
+            tree_id=self.tree_id,
+            parent=self,
+            position=0,
+            text=old_text[offset:],
+            author=self.author,
+            checkpoint=self.checkpoint,
+            request_id=self.request_id,
+        )
+        Node.objects.filter(id__in=kid_ids).update(parent=tail)
+        self.text = old_text[:offset]
+        self.logprobs = None
+        self.save(update_fields=["text", "logprobs"])
+        self.tree.log("split", "split a node", {"node": self.pk, "tail": tail.pk, "text": old_text})
+        return tail
+
+    @transaction.atomic
+    def merge_into_parent(self) -> Node:
+        """Append this segment to the parent's; this node's children take its
+        place among the parent's children (as in pyloom). Returns the parent."""
+        if self.parent_id is None:
+            raise LoomError("The root has no parent to merge into.")
+        parent = Node.objects.select_for_update().get(pk=self.parent_id)
+        data = {
+            "row": node_record(self),
+            "parent": parent.pk,
+            "parent_text": parent.text,
+            "parent_logprobs": parent.logprobs,
+            "children": list(self.children().values_list("id", flat=True)),
+            "order": list(self.siblings().values_list("id", flat=True)),
+        }
+        _merge(self, parent)
+        self.tree.log("merge", "merge into parent", data)
+        return parent
+
+    @transaction.atomic
+    def move_to(self, new_parent: Node) -> None:
+        if new_parent.tree_id != self.tree_id:
+            raise LoomError("A node can only move within its tree.")
+        if self.parent_id is None:
+            raise LoomError("The root cannot move.")
+        if Node.objects.is_ancestor(self, new_parent):
+            raise LoomError("A node cannot move under itself or its own descendants.")
+        data = {
+            "node": self.pk,
+            "parent": self.parent_id,
+            "order": list(self.siblings().values_list("id", flat=True)),
+        }
+        self.parent = new_parent
+        self.position = new_parent._next_position()
+        self.save(update_fields=["parent", "position"])
+        self.tree.log("move", "move a subtree", data)
+
+    @transaction.atomic
+    def delete_subtree(self) -> int:
+        """Delete this node and everything under it; the rows go into the undo
+        log so that undo can put them back with the same ids."""
+        if self.parent_id is None:
+            raise LoomError("The root cannot be deleted; delete the tree instead.")
+        ids = Node.objects.subtree_ids(self)
+        rows = [node_record_from_values(v) for v in Node.objects.filter(id__in=ids).values()]
+        order = list(self.siblings().values_list("id", flat=True))
+        Node.objects.filter(pk=self.pk).delete()  # Postgres cascades to the descendants
+        self.tree.log(
+            "delete",
+            f"delete {len(ids)} node{'s' if len(ids) != 1 else ''}",
+            {"rows": rows, "parent": self.parent_id, "order": order, "focus": self.pk},
+        )
+        return len(ids)
+
+    @transaction.atomic
+    def toggle_bookmark(self) -> bool:
+        self.bookmarked = not self.bookmarked
+        self.save(update_fields=["bookmarked"])
+        self.tree.log(
+            "bookmark",
+            "bookmark" if self.bookmarked else "remove a bookmark",
+            {"node": self.pk, "value": not self.bookmarked},
+        )
+        return self.bookmarked
+
+
+class UndoEntry(models.Model):
+    tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="undo_log")
+    action = models.CharField(max_length=20)
+    label = models.CharField(max_length=100)
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tree", "-id"], name="loom_undo_latest")]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+# --- helpers shared by the operations and their inverses ----------------------------
+
+
+def _set_order(parent_id: int, ids: list[int]) -> None:
+    """Renumber the parent's children: `ids` first in that order (missing ones
+    skipped), then any other current children in their present order."""
+    current = list(
+        Node.objects.filter(parent_id=parent_id)
+        .order_by("position", "id")
+        .values_list("id", flat=True)
+    )
+    present = set(current)
+    wanted = [i for i in ids if i in present]
+    seen = set(wanted)
+    order = wanted + [i for i in current if i not in seen]
+    with connection.cursor() as cur:
+        cur.execute(
+            f"UPDATE {NODE_TABLE} SET position = v.pos "  # noqa: S608
+            "FROM unnest(%s::bigint[], %s::int[]) AS v(id, pos) WHERE {t}.id = v.id".format(
+                t=NODE_TABLE
+            ),
+            [order, list(range(len(order)))],
+        )
+
+
+def _merge(node: Node, parent: Node) -> None:
+    kids = list(node.children().values_list("id", flat=True))
+    order = list(node.siblings().values_list("id", flat=True))
+    at = order.index(node.pk)
+    order[at : at + 1] = kids
+    Node.objects.filter(id__in=kids).update(parent=parent)
+    parent.text += node.text
+    parent.logprobs = None
+    parent.save(update_fields=["text", "logprobs"])
+    Tree.objects.filter(current_id=node.pk).update(current=parent)
+    Node.objects.filter(pk=node.pk).delete()
+    _set_order(parent.pk, order)
+
+
+def node_record(node: Node) -> dict[str, Any]:
+    return node_record_from_values(
+        {f.attname: getattr(node, f.attname) for f in Node._meta.concrete_fields}
+    )
+
+
+def node_record_from_values(values: dict) -> dict[str, Any]:
+    """A JSON-safe dict of every column (datetimes as ISO strings)."""
+    out = {}
+    for key, value in values.items():
+        out[key] = value.isoformat() if hasattr(value, "isoformat") else value
+    return out
+
+
+def node_from_record(record: dict) -> Node:
+    values = dict(record)
+    for key in ("created_at", "visited_at"):
+        if isinstance(values.get(key), str):
+            values[key] = parse_datetime(values[key])
+    return Node(**values)
+
+
+def _undo_add(tree: Tree, data: dict) -> int | None:
+    Node.objects.filter(pk=data["node"], tree=tree).delete()
+    return data.get("focus")
+
+
+def _undo_edit(tree: Tree, data: dict) -> int | None:
+    Node.objects.filter(pk=data["node"], tree=tree).update(
+        text=data["text"], logprobs=data["logprobs"]
+    )
+    return data["node"]
+
+
+def _undo_bookmark(tree: Tree, data: dict) -> int | None:
+    Node.objects.filter(pk=data["node"], tree=tree).update(bookmarked=data["value"])
+    return data["node"]
+
+
+def _undo_split(tree: Tree, data: dict) -> int | None:
+    node = Node.objects.get(pk=data["node"], tree=tree)
+    tail = Node.objects.filter(pk=data["tail"], tree=tree).first()
+    if tail is not None:
+        _merge(tail, node)
+    Node.objects.filter(pk=node.pk).update(text=data["text"])
+    return node.pk
+
+
+def _undo_merge(tree: Tree, data: dict) -> int | None:
+    node = node_from_record(data["row"])
+    node.save(force_insert=True)
+    Node.objects.filter(pk=data["parent"], tree=tree).update(
+        text=data["parent_text"], logprobs=data["parent_logprobs"]
+    )
+    Node.objects.filter(id__in=data["children"], parent_id=data["parent"]).update(parent=node)
+    _set_order(node.pk, data["children"])
+    _set_order(data["parent"], data["order"])
+    return node.pk
+
+
+def _undo_move(tree: Tree, data: dict) -> int | None:
+    Node.objects.filter(pk=data["node"], tree=tree).update(parent_id=data["parent"])
+    _set_order(data["parent"], data["order"])
+    return data["node"]
+
+
+def _undo_delete(tree: Tree, data: dict) -> int | None:
+    # Foreign keys are deferred on Postgres, so row order does not matter here.
+    Node.objects.bulk_create([node_from_record(r) for r in data["rows"]], batch_size=2000)
+    _set_order(data["parent"], data["order"])
+    return data["focus"]
+
+
+_UNDO = {
+    "add": _undo_add,
+    "edit": _undo_edit,
+    "bookmark": _undo_bookmark,
+    "split": _undo_split,
+    "merge": _undo_merge,
+    "move": _undo_move,
+    "delete": _undo_delete,
+}

@@ -1,0 +1,131 @@
+"""What the reading view shows for one node: the path, the neighbourhood and
+the current node's tokens. Kept apart from the views so the benchmark can
+time exactly what a page open costs."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+from django.db.models.functions import Left
+from django.utils.safestring import SafeString
+
+from loom.formats import exporters
+from loom.generation import PARAM_FIELDS, effective_settings
+from loom.models import Node, Tree
+
+PREVIEW = 200
+OUTLINE_ANCESTORS = 12
+NEIGHBOURS = 200  # children/siblings listed; the rest are counted
+# Segments of the path shown when a node opens; the earlier text loads on request.
+# Keeps opening a node O(window) however deep it is (bench/loom_tree.py).
+PATH_WINDOW = 1000
+
+
+def _light(qs):
+    return qs.annotate(preview=Left("text", PREVIEW)).only(
+        "id", "parent_id", "author", "bookmarked", "archived", "visited_at", "position"
+    )
+
+
+def reader_context(tree: Tree, node: Node, *, children_only: bool = False) -> dict[str, Any]:
+    children = list(_light(node.children())[: NEIGHBOURS + 1])
+    ctx: dict[str, Any] = {
+        "tree": tree,
+        "node": node,
+        "children": children[:NEIGHBOURS],
+        "more_children": len(children) > NEIGHBOURS,
+    }
+    if children_only:
+        return ctx
+    segments = Node.objects.path_to(node, last=PATH_WINDOW)
+    truncated = segments[0].parent_id is not None
+    root_id = (
+        Node.objects.filter(tree=tree, parent__isnull=True).values_list("id", flat=True).first()
+        if truncated
+        else segments[0].id
+    )
+    siblings = list(_light(node.siblings())[: NEIGHBOURS + 1]) if node.parent_id else [node]
+    ids = [s.id for s in siblings]
+    at = ids.index(node.pk) if node.pk in ids else -1
+    visited = [c for c in children if c.visited_at]
+    last_child = max(visited, key=lambda c: c.visited_at) if visited else None
+    ctx.update(
+        {
+            **path_context(segments),
+            "truncated": truncated,
+            "depth": f"{len(segments)}+" if truncated else len(segments) - 1,  # at least
+            "ancestors": segments[-OUTLINE_ANCESTORS - 1 : -1],
+            "hidden_ancestors": max(0, len(segments) - 1 - OUTLINE_ANCESTORS),
+            "siblings": siblings[:NEIGHBOURS],
+            "nav": {
+                "parent": node.parent_id or "",
+                "child": (last_child or (children[0] if children else None)).pk if children else "",
+                "prev": ids[at - 1] if at > 0 else "",
+                "next": ids[at + 1] if 0 <= at < len(ids) - 1 else "",
+                "root": root_id,
+            },
+            "tokens": token_view(node),
+            "last_undo": tree.undo_log.order_by("-id").values_list("label", flat=True).first(),
+            "settings": (settings := effective_settings(tree)),
+            "param_fields": [(f, settings.get(f, "")) for f in PARAM_FIELDS],
+            "formats": exporters.FORMATS,
+        }
+    )
+    return ctx
+
+
+def path_context(segments) -> dict[str, Any]:
+    return {"current_segment": segments[-1], "path_before": path_html(segments[:-1])}
+
+
+def path_html(segments) -> SafeString:
+    """The segments before the current one as spans. Built here rather than in
+    a template loop, which costs ~60 µs a segment (600 ms for a 10,000-deep
+    path). Every text goes through html.escape first; only the spans around it
+    are ours."""
+    parts = []
+    for s in segments:
+        cls = "seg model" if s.author == "model" else "seg human"
+        if s.bookmarked:
+            cls += " bm"
+        parts.append(f'<span class="{cls}" data-id="{int(s.id)}">{html.escape(s.text)}</span>')
+    return SafeString("".join(parts))
+
+
+def token_view(node: Node) -> list[dict] | None:
+    """Tokens of a model node with probability and alternatives, or None when
+    there are no logprobs or they no longer match the text (after an edit)."""
+    lp = node.logprobs
+    if not node.is_model or not isinstance(lp, dict):
+        return None
+    tokens = lp.get("tokens") or []
+    if not tokens or "".join(tokens) != node.text:
+        return None
+    logps = lp.get("token_logprobs") or []
+    tops = lp.get("top_logprobs") or []
+    out = []
+    for i, tok in enumerate(tokens):
+        p = _prob(logps[i] if i < len(logps) else None)
+        alts = (
+            sorted(((t, _prob(v)) for t, v in (tops[i] or {}).items()), key=lambda a: -a[1])
+            if i < len(tops) and tops[i]
+            else []
+        )
+        out.append(
+            {
+                "i": i,
+                "text": tok,
+                "p": p,
+                "band": min(4, int(p * 5)),
+                "alts": [{"token": t, "p": q, "chosen": t == tok} for t, q in alts],
+            }
+        )
+    return out
+
+
+def _prob(logprob) -> float:
+    if not isinstance(logprob, int | float) or logprob <= -9999:
+        return 0.0
+    return math.exp(min(0.0, logprob))

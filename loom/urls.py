@@ -1,0 +1,29 @@
+from django.urls import path
+
+from loom import views
+
+app_name = "loom"
+urlpatterns = [
+    path("", views.trees, name="trees"),
+    path("import/", views.tree_import, name="import"),
+    path("recover/", views.recover, name="recover"),
+    path(
+        "generations/<int:generation_id>/result/", views.generation_result, name="generation_result"
+    ),
+    path("<int:tree_id>/", views.tree_open, name="tree"),
+    path("<int:tree_id>/rename/", views.tree_rename, name="rename"),
+    path("<int:tree_id>/duplicate/", views.tree_duplicate, name="duplicate"),
+    path("<int:tree_id>/delete/", views.tree_delete, name="delete"),
+    path("<int:tree_id>/undo/", views.undo, name="undo"),
+    path("<int:tree_id>/search/", views.tree_search, name="search"),
+    path("<int:tree_id>/export/<str:fmt>/", views.export, name="export"),
+    path("<int:tree_id>/n/<int:node_id>/", views.node_page, name="node"),
+    path("<int:tree_id>/n/<int:node_id>/generate/", views.generate, name="generate"),
+    path("<int:tree_id>/n/<int:node_id>/path/", views.node_path, name="path"),
+    path(
+        "<int:tree_id>/n/<int:node_id>/bookmark/<str:direction>/",
+        views.bookmark_step,
+        name="bookmark_step",
+    ),
+    path("<int:tree_id>/n/<int:node_id>/<str:action>/", views.node_action, name="action"),
+]

@@ -1,0 +1,412 @@
+"""Loom pages. Every view loads the tree through owned_tree(), so another
+user's tree, node, export or generation is a 404."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.core.handlers.asgi import ASGIRequest
+from django.db.models.functions import Left
+from django.http import Http404, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from loom import generation as gen
+from loom.formats import exporters
+from loom.formats.importers import ImportRefused, import_file
+from loom.models import LoomError, Node, Tree
+from loom.reading import path_context, reader_context, token_view
+
+# Refusals render a fragment that says why; loom pages tell htmx to swap 422s
+# (its default leaves 4xx responses unswapped, so the message would never show).
+INVALID = 422
+
+
+def owned_tree(request, tree_id: int) -> Tree:
+    return get_object_or_404(Tree, pk=tree_id, owner=request.user)
+
+
+def owned_node(tree: Tree, node_id: int) -> Node:
+    return get_object_or_404(Node, pk=node_id, tree=tree)
+
+
+def node_url(node: Node | int, tree: Tree) -> str:
+    node_id = node.pk if isinstance(node, Node) else node
+    return reverse("loom:node", args=[tree.pk, node_id])
+
+
+# --- trees page -------------------------------------------------------------------------
+
+
+def trees(request):
+    if request.method == "POST":
+        prompt = request.POST.get("prompt", "")
+        if not prompt.strip():
+            messages.error(request, "Write a prompt to start a tree from.")
+            return redirect("loom:trees")
+        tree = Tree.objects.create_from_prompt(
+            request.user, prompt, title=request.POST.get("title", "")
+        )
+        return redirect(node_url(tree.current_id, tree))
+    q = request.GET.get("q", "").strip()
+    hits = []
+    if q:
+        hits = (
+            Node.objects.filter(tree__owner=request.user, text__icontains=q)
+            .select_related("tree")
+            .annotate(preview=Left("text", 400))
+            .only("id", "tree__id", "tree__title")
+            .order_by("-tree__updated_at", "id")[:50]
+        )
+    ctx = {
+        "trees": Tree.objects.for_user(request.user),
+        "q": q,
+        "hits": [(h, snippet(h.preview, q)) for h in hits],
+        "formats": exporters.FORMATS,
+    }
+    if request.htmx and q:
+        return render(request, "loom/trees.html#search-results", ctx)
+    return render(request, "loom/trees.html", ctx)
+
+
+def snippet(text: str, q: str, width: int = 60) -> tuple[str, str, str]:
+    """(before, match, after) around the first match, for highlighting in the template."""
+    at = text.lower().find(q.lower())
+    if at < 0:
+        return (text[: width * 2], "", "")
+    start = max(0, at - width)
+    return (text[start:at], text[at : at + len(q)], text[at + len(q) : at + len(q) + width])
+
+
+@require_POST
+def tree_rename(request, tree_id: int):
+    tree = owned_tree(request, tree_id)
+    title = request.POST.get("title", "").strip()
+    if title:
+        tree.title = title[:200]
+        tree.save(update_fields=["title", "updated_at"])
+    return redirect("loom:trees")
+
+
+@require_POST
+def tree_duplicate(request, tree_id: int):
+    copy = owned_tree(request, tree_id).duplicate()
+    messages.success(request, f"Duplicated as “{copy.title}”.")
+    return redirect("loom:trees")
+
+
+@require_POST
+def tree_delete(request, tree_id: int):
+    tree = owned_tree(request, tree_id)
+    tree.delete()
+    messages.success(request, f"Deleted “{tree.title}”.")
+    return redirect("loom:trees")
+
+
+@require_POST
+def tree_import(request):
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(request, "Choose a file to import.")
+        return redirect("loom:trees")
+    from loom.formats.importers import MAX_IMPORT_BYTES
+
+    if upload.size > MAX_IMPORT_BYTES:
+        messages.error(
+            request,
+            f"Import refused: the file is {upload.size:,} bytes; the limit is {MAX_IMPORT_BYTES:,}.",
+        )
+        return redirect("loom:trees")
+    try:
+        made = import_file(request.user, upload.read(), filename=upload.name)
+    except ImportRefused as exc:
+        messages.error(request, f"Import refused: {exc}")
+        return redirect("loom:trees")
+    messages.success(
+        request, f"Imported {', '.join('“' + t.title + '”' for t in made)} ({upload.name})."
+    )
+    return redirect(node_url(made[0].current_id, made[0]))
+
+
+# --- the tree page ------------------------------------------------------------------------
+
+
+def tree_open(request, tree_id: int):
+    tree = owned_tree(request, tree_id)
+    return redirect(node_url(tree.current_id or tree.root.pk, tree))
+
+
+def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
+    ctx = reader_context(tree, node)
+    ctx.update(extra)
+    template = "loom/tree.html#reader" if request.htmx else "loom/tree.html"
+    response = render(request, template, ctx, status=status)
+    if request.htmx:
+        response["HX-Push-Url"] = node_url(node, tree)
+    return response
+
+
+@require_GET
+def node_page(request, tree_id: int, node_id: int):
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    if tree.current_id != node.pk:
+        Tree.objects.filter(pk=tree.pk).update(current=node)
+        tree.current_id = node.pk
+    node.mark_visited()
+    return _reader(request, tree, node)
+
+
+@require_GET
+def node_path(request, tree_id: int, node_id: int):
+    """The whole path text, for a node deeper than the reading view's window."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    ctx = {"tree": tree, "node": node, "tokens": token_view(node), "truncated": False}
+    ctx.update(path_context(Node.objects.path_to(node)))
+    return render(request, "loom/tree.html#path", ctx)
+
+
+def _after(request, tree: Tree, node: Node, error: str = ""):
+    """Show `node` after an operation: the reader fragment for htmx, else a redirect."""
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        return redirect(node_url(node, tree))
+    Tree.objects.filter(pk=tree.pk).update(current=node)
+    return _reader(request, tree, node, status=INVALID if error else 200, error=error)
+
+
+@require_POST
+def node_action(request, tree_id: int, node_id: int, action: str):
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    post = request.POST
+    focus = node
+    try:
+        if action == "edit":
+            focus = node.edit(post.get("text", ""), as_sibling=bool(post.get("as_sibling")))
+        elif action == "child":
+            focus = node.add_child(post.get("text", ""))
+        elif action == "split":
+            focus = node.split(_int(post.get("offset"), "offset"))
+        elif action == "merge":
+            focus = node.merge_into_parent()
+        elif action == "move":
+            target = Node.objects.filter(pk=_int(post.get("target"), "target"), tree=tree).first()
+            if target is None:
+                raise LoomError("There is no node with that number in this tree.")
+            node.move_to(target)
+        elif action == "delete":
+            parent = node.parent
+            node.delete_subtree()
+            focus = parent
+        elif action == "bookmark":
+            node.toggle_bookmark()
+        elif action == "alternative":
+            focus = _alternative(node, post)
+        else:
+            raise Http404("unknown action")
+    except LoomError as exc:
+        node.refresh_from_db()
+        return _after(request, tree, node, error=str(exc))
+    return _after(request, tree, focus)
+
+
+def _int(value, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise LoomError(f"{name} must be a whole number.") from None
+
+
+def _alternative(node: Node, post) -> Node:
+    """A sibling whose text is this node's tokens up to position i, then the
+    chosen alternative token: ready to generate from."""
+    lp = node.logprobs or {}
+    tokens = lp.get("tokens") or []
+    i = _int(post.get("index"), "index")
+    token = post.get("token", "")
+    tops = lp.get("top_logprobs") or []
+    if not 0 <= i < len(tokens) or i >= len(tops) or token not in (tops[i] or {}):
+        raise LoomError("That alternative is not one of this token's alternatives.")
+    if node.parent_id is None:
+        raise LoomError("The root has no siblings.")
+    text = "".join(tokens[:i]) + token
+    parent = Node.objects.get(pk=node.parent_id)
+    return parent.add_child(
+        text, author=node.author, checkpoint=node.checkpoint, request_id=node.request_id
+    )
+
+
+@require_POST
+def undo(request, tree_id: int):
+    tree = owned_tree(request, tree_id)
+    done = tree.undo()
+    tree.refresh_from_db()
+    focus_id = done[1] if done else None
+    node = (
+        Node.objects.filter(pk=focus_id, tree=tree).first()
+        or Node.objects.filter(pk=tree.current_id, tree=tree).first()
+        or tree.root
+    )
+    if not request.htmx:
+        messages.info(request, f"Undid: {done[0]}." if done else "Nothing to undo.")
+        return redirect(node_url(node, tree))
+    Tree.objects.filter(pk=tree.pk).update(current=node)
+    return _reader(request, tree, node, notice=f"Undid: {done[0]}." if done else "Nothing to undo.")
+
+
+@require_GET
+def bookmark_step(request, tree_id: int, node_id: int, direction: str):
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    marks = Node.objects.filter(tree=tree, bookmarked=True)
+    if direction == "next":
+        target = marks.filter(pk__gt=node.pk).order_by("pk").first() or marks.order_by("pk").first()
+    else:
+        target = (
+            marks.filter(pk__lt=node.pk).order_by("-pk").first() or marks.order_by("-pk").first()
+        )
+    if target is None:
+        return _after(request, tree, node, error="This tree has no bookmarks.")
+    return _after(request, tree, target)
+
+
+@require_GET
+def tree_search(request, tree_id: int):
+    tree = owned_tree(request, tree_id)
+    q = request.GET.get("q", "").strip()
+    hits = []
+    if q:
+        rows = (
+            Node.objects.filter(tree=tree, text__icontains=q)
+            .annotate(preview=Left("text", 400))
+            .only("id")
+            .order_by("id")[:50]
+        )
+        hits = [(h, snippet(h.preview, q)) for h in rows]
+    return render(request, "loom/tree.html#tree-search", {"tree": tree, "q": q, "hits": hits})
+
+
+# --- export ----------------------------------------------------------------------------------
+
+
+@require_GET
+def export(request, tree_id: int, fmt: str):
+    tree = owned_tree(request, tree_id)
+    if fmt not in exporters.FORMATS:
+        raise Http404("unknown format")
+    suffix, content_type, _label = exporters.FORMATS[fmt]
+    if fmt in ("txt", "md"):
+        node = owned_node(tree, int(request.GET.get("node") or tree.current_id or tree.root.pk))
+        chunks = exporters.path_text(node) if fmt == "txt" else exporters.path_markdown(tree, node)
+    else:
+        chunks = {
+            "weft": exporters.weft_json,
+            "pyloom": exporters.pyloom_json,
+            "jsonl": exporters.jsonl,
+        }[fmt](tree)
+    if isinstance(request, ASGIRequest):
+        # Under ASGI a sync iterator would be read whole into a list before
+        # sending; pull it chunk by chunk in the request's DB thread instead.
+        chunks = _aiter(chunks)
+    response = StreamingHttpResponse(chunks, content_type=content_type)
+    name = "".join(c if c.isalnum() or c in "-_" else "-" for c in tree.title)[:60] or "tree"
+    response["Content-Disposition"] = f'attachment; filename="{name}.{suffix}"'
+    return response
+
+
+async def _aiter(chunks):
+    done = object()
+    pull = sync_to_async(lambda: next(chunks, done), thread_sensitive=True)
+    buffer: list[str] = []
+    size = 0
+    while (chunk := await pull()) is not done:
+        buffer.append(chunk)
+        size += len(chunk)
+        if size >= 64 * 1024:  # fewer, larger writes
+            yield "".join(buffer)
+            buffer, size = [], 0
+    if buffer:
+        yield "".join(buffer)
+
+
+# --- generation -----------------------------------------------------------------------------------
+
+
+@require_POST
+def generate(request, tree_id: int, node_id: int):
+    from completions.budget import BudgetRefused
+    from completions.errors import BackendError
+    from completions.schema import ParamsInvalid
+
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    ctx = {"tree": tree, "node": node}
+    try:
+        data = gen.params_from_form(tree, request.POST)
+        if request.POST.get("save_defaults"):
+            tree.settings = {k: v for k, v in data.items() if k != "prompt"}
+            tree.save(update_fields=["settings", "updated_at"])
+        generation = gen.start(request.user, tree, node, data)
+    except gen.FormInvalid as exc:
+        ctx["errors"] = exc.errors
+    except ParamsInvalid as exc:
+        ctx["errors"] = [f"{e.field}: {e.message}" for e in exc.errors]
+    except BudgetRefused as exc:
+        ctx["errors"] = [exc.message]
+    except BackendError as exc:
+        ctx["errors"] = [f"The backend refused: {exc}"]
+    else:
+        ctx["generation"] = generation
+        ctx["choices"] = range(generation.params.get("n", 1))
+        return render(request, "loom/tree.html#generation", ctx)
+    return render(request, "loom/tree.html#generation", ctx, status=INVALID)
+
+
+@require_GET
+def generation_result(request, generation_id: int):
+    from completions.models import Generation
+
+    g = get_object_or_404(Generation, pk=generation_id, owner=request.user, kind=gen.KIND)
+    made = gen.materialize(g)
+    g.refresh_from_db()
+    target = g.target or {}
+    parent = Node.objects.filter(
+        pk=target.get("parent"), tree_id=target.get("tree"), tree__owner=request.user
+    ).first()
+    ctx = {"generation": g, "made": made, "parent": parent}
+    if parent is not None:
+        ctx.update(reader_context(parent.tree, parent, children_only=True))
+    return render(request, "loom/tree.html#generation-result", ctx)
+
+
+def recover(request):
+    from completions.models import Generation
+
+    if request.method == "POST":
+        tree = owned_tree(request, _int_or_404(request.POST.get("tree")))
+        node_id = request.POST.get("node") or tree.current_id or tree.root.pk
+        parent = owned_node(tree, _int_or_404(node_id))
+        generation_id = _int_or_404(request.POST.get("generation"))
+        try:
+            made = gen.attach_to(request.user, generation_id, parent)
+        except Generation.DoesNotExist:
+            raise Http404("no such generation") from None
+        messages.success(request, f"Attached {len(made)} node(s) under node {parent.pk}.")
+        return redirect(node_url(parent, tree))
+    pending = Generation.objects.recoverable(request.user).filter(kind=gen.KIND).order_by("-id")
+    return render(
+        request,
+        "loom/recover.html",
+        {"pending": pending, "trees": Tree.objects.for_user(request.user).only("id", "title")},
+    )
+
+
+def _int_or_404(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise Http404("bad number") from None

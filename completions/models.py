@@ -108,6 +108,25 @@ class GenerationQuerySet(models.QuerySet):
             count += generation.mark_interrupted_if_stale()
         return count
 
+    def never_started(self) -> GenerationQuerySet:
+        """Queued rows no worker claimed within WEFT_GENERATION_QUEUED_LIMIT_SECONDS
+        of being queued (or of being re-enqueued): their Celery message was lost."""
+        cutoff = timezone.now() - timedelta(seconds=settings.WEFT_GENERATION_QUEUED_LIMIT_SECONDS)
+        return self.filter(state=Generation.State.QUEUED).filter(
+            models.Q(requeued_at__isnull=True, created_at__lt=cutoff)
+            | models.Q(requeued_at__lt=cutoff)
+        )
+
+    def requeue_or_fail_never_started(self) -> dict[str, int]:
+        """The beat sweep for lost messages: re-enqueue each such row once; fail it
+        (releasing its reservation) if it is still queued a limit after that."""
+        counts = {"requeued": 0, "failed": 0}
+        for generation in self.never_started():
+            outcome = generation.requeue_or_fail_if_never_started()
+            if outcome:
+                counts[outcome] += 1
+        return counts
+
     def purge_expired(self) -> int:
         """Delete checkpoints past expires_at. Running rows wait for the stale sweep
         to settle them first, so no reservation is ever lost with its row."""
@@ -180,6 +199,9 @@ class Generation(models.Model):
     served_model = models.CharField(max_length=300, blank=True)
     error_code = models.CharField(max_length=100, blank=True)
     error_message = models.TextField(blank=True)
+    retry_after_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The backend's Retry-After on a failed run."
+    )
 
     prompt_tokens = models.PositiveIntegerField(default=0, help_text="Exact or an upper bound.")
     reserved_tokens = models.BigIntegerField(default=0)
@@ -197,6 +219,8 @@ class Generation(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(db_index=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # Set when the lost-message sweep sent the run's Celery message a second time.
+    requeued_at = models.DateTimeField(null=True, blank=True)
 
     objects = GenerationQuerySet.as_manager()
 
@@ -267,3 +291,42 @@ class Generation(models.Model):
             log.warning("generation %s: worker stopped beating; interrupted", row.pk)
             finish(row, self.State.INTERRUPTED, run_token=None, error_code="worker_lost")
         return 1
+
+    def requeue_or_fail_if_never_started(self) -> str:
+        """Still queued past the limit: send the task again, once ("requeued"); still
+        queued a limit after that: fail it as never_started ("failed"). A message that
+        was only late is harmless — execute() claims a queued row exactly once and
+        ignores a running or finished one. Returns "" when there was nothing to do."""
+        from completions.pipeline import enqueue, finish
+
+        limit = settings.WEFT_GENERATION_QUEUED_LIMIT_SECONDS
+        now = timezone.now()
+        cutoff = now - timedelta(seconds=limit)
+        with transaction.atomic():
+            # Locked and re-checked: a worker claiming it meanwhile wins.
+            row = (
+                Generation.objects.select_for_update()
+                .filter(pk=self.pk, state=self.State.QUEUED)
+                .first()
+            )
+            if row is None:
+                return ""
+            if row.requeued_at is None:
+                if row.created_at >= cutoff:
+                    return ""
+                row.requeued_at = now
+                row.save(update_fields=["requeued_at"])
+                transaction.on_commit(lambda: enqueue(row.pk))
+                log.warning("generation %s: queued over %ss; re-enqueued once", row.pk, limit)
+                return "requeued"
+            if row.requeued_at >= cutoff:
+                return ""
+            log.warning("generation %s: never started after a re-enqueue; failed", row.pk)
+            finish(
+                row,
+                self.State.FAILED,
+                run_token=None,
+                error_code="never_started",
+                error_message="No worker started the run, even after it was sent again.",
+            )
+        return "failed"

@@ -11,6 +11,7 @@ A second delivery therefore finds the row running (or finished) and does nothing
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -112,8 +113,6 @@ def start_generation(
     stream: bool = True,
     record_refusal: bool = False,
 ) -> Generation:
-    from completions.tasks import run_generation
-
     params, prompt_tokens = prepare(data, stream=stream)
     try:
         with transaction.atomic():
@@ -126,11 +125,7 @@ def start_generation(
                 target=target,
                 workload=workload,
             )
-            transaction.on_commit(
-                lambda: run_generation.apply_async(
-                    (generation.pk,), queue=settings.WEFT_GENERATION_QUEUE or None
-                )
-            )
+            transaction.on_commit(lambda: enqueue(generation.pk))
     except budget.BudgetRefused as refusal:
         log.info(
             "user %s: run refused by budget (asked %s, left %s)",
@@ -154,6 +149,13 @@ def start_generation(
         raise
     log.info("generation %s queued (%s, %s choices)", generation.pk, kind, params.choice_count)
     return generation
+
+
+def enqueue(generation_id: int) -> None:
+    """Send the run's Celery message. Safe to repeat: execute() claims a queued row once."""
+    from completions.tasks import run_generation
+
+    run_generation.apply_async((generation_id,), queue=settings.WEFT_GENERATION_QUEUE or None)
 
 
 # --- finishing, once ----------------------------------------------------------------
@@ -440,6 +442,7 @@ def _error_outcome(state: str, exc: BackendError) -> dict[str, Any]:
         "error_code": exc.code,
         "error_message": exc.message[:2000],
         "request_id": exc.request_id,
+        "retry_after_seconds": None if exc.retry_after is None else math.ceil(exc.retry_after),
     }
 
 

@@ -18,5 +18,10 @@ def mark_interrupted_generations() -> int:
 
 
 @shared_task(ignore_result=True)
+def requeue_or_fail_never_started_generations() -> dict[str, int]:
+    return Generation.objects.requeue_or_fail_never_started()
+
+
+@shared_task(ignore_result=True)
 def purge_expired_generations() -> int:
     return Generation.objects.purge_expired()

@@ -129,6 +129,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "completions.tasks.mark_interrupted_generations",
         "schedule": 30.0,
     },
+    "completions-requeue-or-fail-never-started": {
+        "task": "completions.tasks.requeue_or_fail_never_started_generations",
+        "schedule": 60.0,
+    },
     "completions-purge-expired": {
         "task": "completions.tasks.purge_expired_generations",
         "schedule": 3600.0,
@@ -153,6 +157,12 @@ WEFT_BACKEND_MAX_RETRY_WAIT = env_float("WEFT_BACKEND_MAX_RETRY_WAIT", 30.0)
 # running generation whose heartbeat is older than the stale limit lost its worker.
 WEFT_CHECKPOINT_INTERVAL_SECONDS = env_float("WEFT_CHECKPOINT_INTERVAL_SECONDS", 0.5, minimum=0.05)
 WEFT_GENERATION_STALE_SECONDS = env_float("WEFT_GENERATION_STALE_SECONDS", 10.0, minimum=1.0)
+# A generation still queued this long after being queued lost its Celery message: the
+# beat sweep sends it once more, and fails it (never_started) if still queued this long
+# after that, releasing its reservation.
+WEFT_GENERATION_QUEUED_LIMIT_SECONDS = env_float(
+    "WEFT_GENERATION_QUEUED_LIMIT_SECONDS", 300.0, minimum=1.0
+)
 # Celery queue for generation tasks (empty: the default queue), so streaming workers
 # can be scaled separately from other work.
 WEFT_GENERATION_QUEUE = env_str("WEFT_GENERATION_QUEUE")

@@ -1,0 +1,45 @@
+"""A generation whose Celery message was lost stays queued; the beat sweep sends it
+again once, a real worker runs it, and a late duplicate delivery changes nothing."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from completions import pipeline, tasks
+from completions.models import Generation
+from tests.support import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DATA = {"model": "scripted", "prompt": [1, 2, 3], "max_tokens": 5}
+
+
+def test_it_requeues_a_lost_queued_generation_once(door_stack, scripted, settings, make_user):
+    user = make_user()
+    settings.WEFT_GENERATION_QUEUED_LIMIT_SECONDS = 300
+    settings.WEFT_GENERATION_QUEUE = "completions-tests-lost"  # nobody reads it: lost
+    generation = Generation.objects.start(user, DATA, kind="workbench")
+
+    # Not yet past the limit: left alone.
+    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 0, "failed": 0}
+
+    Generation.objects.filter(pk=generation.pk).update(
+        created_at=timezone.now() - timedelta(seconds=301)
+    )
+    settings.WEFT_GENERATION_QUEUE = "door"  # the re-sent message reaches the real worker
+    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 1, "failed": 0}
+    wait_until(
+        lambda: Generation.objects.get(pk=generation.pk).state == "done", 30, "the rerun done"
+    )
+    generation.refresh_from_db()
+    assert generation.requeued_at is not None
+    done = (generation.choices, generation.charged_tokens, generation.finished_at)
+
+    # The lost message turning up after all (a double delivery) does nothing.
+    pipeline.execute(generation.pk)
+    generation.refresh_from_db()
+    assert (generation.choices, generation.charged_tokens, generation.finished_at) == done
+    assert len(scripted.requests()) == 1
+    # And the sweep leaves a finished row alone.
+    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 0, "failed": 0}

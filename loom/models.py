@@ -22,6 +22,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 UNDO_KEEP = 50
+TAG_MAX = 40
+TAGS_PER_NODE = 20
 NODE_TABLE = "loom_node"
 
 
@@ -202,6 +204,35 @@ _ANCESTOR_SQL = f"""
     SELECT EXISTS (SELECT 1 FROM p WHERE id = %s)
 """  # noqa: S608
 
+# Bookmarks in preorder: walk up from each bookmark (and the current node) to
+# the root, then give each one its path as a flat array of (position, id) pairs
+# from the root down. Arrays compare element by element and a prefix sorts
+# first, which is exactly preorder with siblings in (position, id) order. The
+# walk costs the bookmarks' depths, not the tree's size, and array_agg builds
+# each key once (appending to an array per step would be quadratic in depth).
+_BOOKMARK_KEYS_SQL = f"""
+    WITH RECURSIVE w(origin, bm, id, parent_id, position, lvl) AS (
+        (SELECT id, true, id, parent_id, position, 0 FROM {NODE_TABLE}
+         WHERE tree_id = %s AND bookmarked
+         UNION ALL
+         SELECT id, false, id, parent_id, position, 0 FROM {NODE_TABLE}
+         WHERE id = %s AND tree_id = %s AND NOT bookmarked)
+        UNION ALL
+        SELECT w.origin, w.bm, a.id, a.parent_id, a.position, w.lvl + 1 FROM w, LATERAL (
+            SELECT id, parent_id, position FROM {NODE_TABLE} WHERE id = w.parent_id OFFSET 0
+        ) a
+    ), k AS (
+        SELECT w.origin, bool_or(w.bm) AS bm, array_agg(v.x ORDER BY w.lvl DESC, v.o) AS key
+        FROM w, LATERAL (VALUES (1, w.position::bigint), (2, w.id::bigint)) v(o, x)
+        GROUP BY w.origin
+    ), cur AS (SELECT key FROM k WHERE origin = %s)
+    SELECT k.origin FROM k, cur WHERE k.bm
+"""  # noqa: S608
+# After the current node first (ascending), then wrap around to the first.
+_BOOKMARK_NEXT_SQL = _BOOKMARK_KEYS_SQL + " ORDER BY k.key <= cur.key, k.key LIMIT 1"
+# Before the current node first (descending), then wrap around to the last.
+_BOOKMARK_PREV_SQL = _BOOKMARK_KEYS_SQL + " ORDER BY k.key >= cur.key, k.key DESC LIMIT 1"
+
 
 class NodeQuerySet(models.QuerySet):
     def path_to(self, node: Node | int, *, last: int | None = None) -> list[Segment]:
@@ -227,6 +258,16 @@ class NodeQuerySet(models.QuerySet):
         with connection.cursor() as cur:
             cur.execute(_ANCESTOR_SQL, [node.pk, maybe_ancestor.pk])
             return cur.fetchone()[0]
+
+    def bookmark_step(self, tree: Tree, node: Node | int, direction: str) -> int | None:
+        """The id of the next (or previous) bookmark after `node` in preorder,
+        wrapping around; None when the tree has no bookmarks. One query."""
+        node_id = node.pk if isinstance(node, Node) else node
+        sql = _BOOKMARK_NEXT_SQL if direction == "next" else _BOOKMARK_PREV_SQL
+        with connection.cursor() as cur:
+            cur.execute(sql, [tree.pk, node_id, tree.pk, node_id])
+            row = cur.fetchone()
+        return row[0] if row else None
 
     def preorder(
         self, tree: Tree, *, select: str | None = None, chunk: int = 5000
@@ -485,6 +526,47 @@ class Node(models.Model):
         )
         return self.bookmarked
 
+    @transaction.atomic
+    def toggle_archive(self) -> bool:
+        """Prune: an archived node stays in the tree (and the path through it)
+        but is left out of the children and outline lists unless asked for."""
+        if self.parent_id is None:
+            raise LoomError("The root cannot be archived.")
+        self.archived = not self.archived
+        self.save(update_fields=["archived"])
+        self.tree.log(
+            "archive",
+            "archive a node" if self.archived else "unarchive a node",
+            {"node": self.pk, "value": not self.archived},
+        )
+        return self.archived
+
+    @transaction.atomic
+    def add_tag(self, tag: str) -> None:
+        tag = " ".join(tag.split())
+        if not tag:
+            raise LoomError("Write a tag to add.")
+        if len(tag) > TAG_MAX:
+            raise LoomError(f"A tag is at most {TAG_MAX} characters.")
+        tags = list(self.tags or [])
+        if tag in tags:
+            return
+        if len(tags) >= TAGS_PER_NODE:
+            raise LoomError(f"A node has at most {TAGS_PER_NODE} tags.")
+        self._set_tags([*tags, tag], f"tag “{tag}”")
+
+    @transaction.atomic
+    def remove_tag(self, tag: str) -> None:
+        tags = list(self.tags or [])
+        if tag in tags:
+            self._set_tags([t for t in tags if t != tag], f"remove tag “{tag}”"[:100])
+
+    def _set_tags(self, tags: list[str], label: str) -> None:
+        old = self.tags
+        self.tags = tags
+        self.save(update_fields=["tags"])
+        self.tree.log("tags", label[:100], {"node": self.pk, "tags": old})
+
 
 class UndoEntry(models.Model):
     tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="undo_log")
@@ -578,6 +660,16 @@ def _undo_bookmark(tree: Tree, data: dict) -> int | None:
     return data["node"]
 
 
+def _undo_archive(tree: Tree, data: dict) -> int | None:
+    Node.objects.filter(pk=data["node"], tree=tree).update(archived=data["value"])
+    return data["node"]
+
+
+def _undo_tags(tree: Tree, data: dict) -> int | None:
+    Node.objects.filter(pk=data["node"], tree=tree).update(tags=data["tags"])
+    return data["node"]
+
+
 def _undo_split(tree: Tree, data: dict) -> int | None:
     node = Node.objects.get(pk=data["node"], tree=tree)
     tail = Node.objects.filter(pk=data["tail"], tree=tree).first()
@@ -616,6 +708,8 @@ _UNDO = {
     "add": _undo_add,
     "edit": _undo_edit,
     "bookmark": _undo_bookmark,
+    "archive": _undo_archive,
+    "tags": _undo_tags,
     "split": _undo_split,
     "merge": _undo_merge,
     "move": _undo_move,

@@ -8,6 +8,7 @@ import html
 import math
 from typing import Any
 
+from django.db.models import Q
 from django.db.models.functions import Left
 from django.utils.safestring import SafeString
 
@@ -29,13 +30,17 @@ def _light(qs):
     )
 
 
-def reader_context(tree: Tree, node: Node, *, children_only: bool = False) -> dict[str, Any]:
-    children = list(_light(node.children())[: NEIGHBOURS + 1])
+def reader_context(
+    tree: Tree, node: Node, *, children_only: bool = False, show_archived: bool = False
+) -> dict[str, Any]:
+    kids = node.children() if show_archived else node.children().filter(archived=False)
+    children = list(_light(kids)[: NEIGHBOURS + 1])
     ctx: dict[str, Any] = {
         "tree": tree,
         "node": node,
         "children": children[:NEIGHBOURS],
         "more_children": len(children) > NEIGHBOURS,
+        "show_archived": show_archived,
     }
     if children_only:
         return ctx
@@ -46,7 +51,10 @@ def reader_context(tree: Tree, node: Node, *, children_only: bool = False) -> di
         if truncated
         else segments[0].id
     )
-    siblings = list(_light(node.siblings())[: NEIGHBOURS + 1]) if node.parent_id else [node]
+    sibs = node.siblings()
+    if not show_archived:
+        sibs = sibs.filter(Q(archived=False) | Q(pk=node.pk))  # the current node stays listed
+    siblings = list(_light(sibs)[: NEIGHBOURS + 1]) if node.parent_id else [node]
     ids = [s.id for s in siblings]
     at = ids.index(node.pk) if node.pk in ids else -1
     visited = [c for c in children if c.visited_at]
@@ -66,6 +74,7 @@ def reader_context(tree: Tree, node: Node, *, children_only: bool = False) -> di
                 "next": ids[at + 1] if 0 <= at < len(ids) - 1 else "",
                 "root": root_id,
             },
+            "archived_count": archived_count(node),
             "tokens": token_view(node),
             "last_undo": tree.undo_log.order_by("-id").values_list("label", flat=True).first(),
             "settings": (settings := effective_settings(tree)),
@@ -74,6 +83,14 @@ def reader_context(tree: Tree, node: Node, *, children_only: bool = False) -> di
         }
     )
     return ctx
+
+
+def archived_count(node: Node) -> int:
+    """Archived children and siblings of `node` (itself excepted): one query."""
+    near = Q(parent_id=node.pk)
+    if node.parent_id is not None:
+        near |= Q(parent_id=node.parent_id)
+    return Node.objects.filter(near, archived=True).exclude(pk=node.pk).count()
 
 
 def path_context(segments) -> dict[str, Any]:

@@ -25,5 +25,10 @@ urlpatterns = [
         views.bookmark_step,
         name="bookmark_step",
     ),
+    path(
+        "<int:tree_id>/n/<int:node_id>/show-archived/",
+        views.show_archived,
+        name="show_archived",
+    ),
     path("<int:tree_id>/n/<int:node_id>/<str:action>/", views.node_action, name="action"),
 ]

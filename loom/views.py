@@ -137,8 +137,11 @@ def tree_open(request, tree_id: int):
     return redirect(node_url(tree.current_id or tree.root.pk, tree))
 
 
+SHOW_ARCHIVED = "loom_show_archived"
+
+
 def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
-    ctx = reader_context(tree, node)
+    ctx = reader_context(tree, node, show_archived=request.session.get(SHOW_ARCHIVED, False))
     ctx.update(extra)
     template = "loom/tree.html#reader" if request.htmx else "loom/tree.html"
     response = render(request, template, ctx, status=status)
@@ -204,6 +207,12 @@ def node_action(request, tree_id: int, node_id: int, action: str):
             focus = parent
         elif action == "bookmark":
             node.toggle_bookmark()
+        elif action == "archive":
+            node.toggle_archive()
+        elif action == "tag":
+            node.add_tag(post.get("tag", ""))
+        elif action == "untag":
+            node.remove_tag(post.get("tag", ""))
         elif action == "alternative":
             focus = _alternative(node, post)
         else:
@@ -262,16 +271,21 @@ def undo(request, tree_id: int):
 def bookmark_step(request, tree_id: int, node_id: int, direction: str):
     tree = owned_tree(request, tree_id)
     node = owned_node(tree, node_id)
-    marks = Node.objects.filter(tree=tree, bookmarked=True)
-    if direction == "next":
-        target = marks.filter(pk__gt=node.pk).order_by("pk").first() or marks.order_by("pk").first()
-    else:
-        target = (
-            marks.filter(pk__lt=node.pk).order_by("-pk").first() or marks.order_by("-pk").first()
-        )
-    if target is None:
+    if direction not in ("next", "prev"):
+        raise Http404("unknown direction")
+    target_id = Node.objects.bookmark_step(tree, node, direction)
+    if target_id is None:
         return _after(request, tree, node, error="This tree has no bookmarks.")
-    return _after(request, tree, target)
+    return _after(request, tree, owned_node(tree, target_id))
+
+
+@require_POST
+def show_archived(request, tree_id: int, node_id: int):
+    """Toggle listing archived nodes among children and siblings (kept in the session)."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    request.session[SHOW_ARCHIVED] = not request.session.get(SHOW_ARCHIVED, False)
+    return _after(request, tree, node)
 
 
 @require_GET
@@ -379,7 +393,14 @@ def generation_result(request, generation_id: int):
     ).first()
     ctx = {"generation": g, "made": made, "parent": parent}
     if parent is not None:
-        ctx.update(reader_context(parent.tree, parent, children_only=True))
+        ctx.update(
+            reader_context(
+                parent.tree,
+                parent,
+                children_only=True,
+                show_archived=request.session.get(SHOW_ARCHIVED, False),
+            )
+        )
     return render(request, "loom/tree.html#generation-result", ctx)
 
 

@@ -42,6 +42,8 @@
     e: () => openDialog("edit-dialog"),
     h: () => openDialog("child-dialog"),
     b: () => act("bookmark"),
+    x: () => { if (reader().dataset.parent) act("archive"); },
+    t: () => { const t = document.getElementById("tag-input"); if (t) t.focus(); },
     Backspace: () => { if (reader().dataset.parent) act("delete"); },
     z: () => swapReader("POST", reader().dataset.undoUrl),
     d: () => swapReader("GET", reader().dataset.bookmarkUrl.replace("DIR", "next")),

@@ -53,6 +53,8 @@ def history(request: HttpRequest) -> HttpResponse:
         Run.objects.for_user(request.user)
         .filtered(**filters)
         .annotate(sample_count=Count("samples"))
+        # An aggregate drops Meta.ordering; pages need a stable order.
+        .order_by("-saved_at", "-pk")
     )
     page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
     query_string = urlencode(

@@ -78,12 +78,8 @@ def start_web(sup: launcher.Supervisor, env: dict[str, str]) -> str:
 
     port = 18000 + os.getpid() % 1000
     proc = sup.start(
-        "web",
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--lifespan", "off", "--no-access-log", "--ws", "websockets",
-         "--log-level", "warning"],
-        env_vars=env,
-    )  # fmt: skip
+        "web", [*launcher.web_command("127.0.0.1", port), "--log-level", "warning"], env_vars=env
+    )
     url = f"http://127.0.0.1:{port}"
     launcher.wait_for(
         "web", lambda: httpx.get(f"{url}/login/", timeout=2).status_code == 200, proc, 60
@@ -95,9 +91,7 @@ def start_worker(sup: launcher.Supervisor, env: dict[str, str], log: Path) -> su
     handle = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
     proc = sup.start(
         "worker",
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "WARNING", "--pool",
-         "threads", "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
-         "-Q", QUEUE, "-n", f"bench-{time.monotonic_ns()}@%h"],
+        launcher.worker_command(2, QUEUE, name=f"bench-{time.monotonic_ns()}@%h"),
         env_vars=env,
         stdout=handle,
         stderr=subprocess.STDOUT,

@@ -325,6 +325,26 @@ def start_engine(sup: Supervisor, port: int, model: str, threads: int, child_env
     return f"{base}/v1"
 
 
+# --- the app's own processes ---------------------------------------------------------
+
+
+def web_command(host: str, port: int) -> list[str]:
+    """The ASGI server (HTTP and WebSocket) — the same for `make run`, tests and benches."""
+    return [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", host,
+            "--port", str(port), "--lifespan", "off", "--no-access-log", "--ws", "websockets"]  # fmt: skip
+
+
+def worker_command(concurrency: int, queue: str = "", name: str = "") -> list[str]:
+    """A Celery worker. Threads: each task mostly waits on the backend's stream."""
+    args = [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "INFO",
+            "--pool", "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle"]  # fmt: skip
+    if queue:
+        args += ["-Q", queue]
+    if name:
+        args += ["-n", name]
+    return args
+
+
 # --- commands ---------------------------------------------------------------------
 
 
@@ -400,22 +420,11 @@ def cmd_run() -> int:
         print(manage(child_env, "weft_local_account", capture=True).strip(), flush=True)
 
         host, port = cfg["host"], cfg["port"]
-        py = sys.executable
-        web = sup.start(
-            "web",
-            [py, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port),
-             "--lifespan", "off", "--no-access-log", "--ws", "websockets"],
-            env_vars=child_env,
-        )  # fmt: skip
-        sup.start(
-            "worker",
-            [py, "-m", "celery", "-A", "config", "worker", "-l", "INFO", "--pool", "threads",
-             "-c", str(cfg["worker_concurrency"]), "--without-gossip", "--without-mingle"],
-            env_vars=child_env,
-        )  # fmt: skip
+        web = sup.start("web", web_command(host, port), env_vars=child_env)
+        sup.start("worker", worker_command(cfg["worker_concurrency"]), env_vars=child_env)
         sup.start(
             "beat",
-            [py, "-m", "celery", "-A", "config", "beat", "-l", "WARNING", "--pidfile=",
+            [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "WARNING", "--pidfile=",
              "-s", str(data / "celerybeat-schedule")],
             env_vars=child_env,
         )  # fmt: skip
@@ -474,7 +483,11 @@ def cmd_test(pytest_args: list[str]) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="weft-test-"))
     child_env = dict(os.environ)
     child_env.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt  # a CI timeout's SIGTERM tears services down like Ctrl-C
+
+    signal.signal(signal.SIGTERM, interrupted)
     try:
         started = time.monotonic()
         if not cfg["database_url"]:
@@ -501,10 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cmd_run()
-        extra = args.pytest_args or []
-        if not extra and os.environ.get("ARGS"):
-            extra = os.environ["ARGS"].split()
-        return cmd_test(extra)
+        return cmd_test(args.pytest_args or [])
     except (ImproperlyConfigured, LaunchError) as exc:
         say(str(exc))
         return 2

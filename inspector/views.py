@@ -134,6 +134,19 @@ def _respond_result(request: HttpRequest, generation: Generation) -> HttpRespons
     return response
 
 
+def _submit(request: HttpRequest, which: str, run: Any) -> HttpResponse:
+    """The three forms share one flow: validate, run (which may refuse before
+    anything is sent), then show the result or the form with its message."""
+    form = _forms(request.POST, which)[f"{which}_form"]
+    if not form.is_valid():
+        return _respond_error(request, which, form)
+    try:
+        generation = run(request.user, form.cleaned_data)
+    except Refusal as exc:
+        return _respond_error(request, which, form, str(exc))
+    return _respond_result(request, generation)
+
+
 def _rows(data: list[dict[str, Any]]) -> list[scoring.TokenRow]:
     return [scoring.TokenRow.from_dict(r) for r in data]
 
@@ -219,16 +232,7 @@ def result(request: HttpRequest, generation_id: int) -> HttpResponse:
 
 @require_POST
 def score(request: HttpRequest) -> HttpResponse:
-    context = _forms(request.POST, "score")
-    form = context["score_form"]
-    if not form.is_valid():
-        return _respond_error(request, "score", form)
-    data = form.cleaned_data
-    try:
-        generation = _score(request.user, data)
-    except Refusal as exc:
-        return _respond_error(request, "score", form, str(exc))
-    return _respond_result(request, generation)
+    return _submit(request, "score", _score)
 
 
 def _score(user: Any, data: dict[str, Any]) -> Generation:
@@ -296,15 +300,7 @@ def _score(user: Any, data: dict[str, Any]) -> Generation:
 
 @require_POST
 def choices(request: HttpRequest) -> HttpResponse:
-    context = _forms(request.POST, "choices")
-    form = context["choices_form"]
-    if not form.is_valid():
-        return _respond_error(request, "choices", form)
-    try:
-        generation = _choices(request.user, form.cleaned_data)
-    except Refusal as exc:
-        return _respond_error(request, "choices", form, str(exc))
-    return _respond_result(request, generation)
+    return _submit(request, "choices", _choices)
 
 
 def _choices(user: Any, data: dict[str, Any]) -> Generation:
@@ -371,15 +367,7 @@ def _choices(user: Any, data: dict[str, Any]) -> Generation:
 
 @require_POST
 def compare(request: HttpRequest) -> HttpResponse:
-    context = _forms(request.POST, "compare")
-    form = context["compare_form"]
-    if not form.is_valid():
-        return _respond_error(request, "compare", form)
-    try:
-        generation = _compare(request.user, form.cleaned_data)
-    except Refusal as exc:
-        return _respond_error(request, "compare", form, str(exc))
-    return _respond_result(request, generation)
+    return _submit(request, "compare", _compare)
 
 
 COMPARE_K = 5

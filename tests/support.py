@@ -3,12 +3,11 @@
 import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from config.launcher import BASE_DIR, Supervisor
+from config.launcher import BASE_DIR, Supervisor, web_command, worker_command
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -55,12 +54,7 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
 def start_web(sup: Supervisor, env: dict, port: int):
     import httpx
 
-    proc = sup.start(
-        "web",
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1",
-         "--port", str(port), "--lifespan", "off", "--no-access-log", "--ws", "websockets"],
-        env_vars=env,
-    )  # fmt: skip
+    proc = sup.start("web", web_command("127.0.0.1", port), env_vars=env)
     wait_until(
         lambda: (
             proc.poll() is None
@@ -81,9 +75,7 @@ def start_worker(sup: Supervisor, env: dict, log: Path, concurrency: int = 4):
     handle = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = sup.start(
         f"worker-{queue}",
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "INFO", "--pool",
-         "threads", "-c", str(concurrency), "--without-gossip", "--without-mingle",
-         "--without-heartbeat", "-Q", queue, "-n", f"{queue}-{free_port()}@%h"],
+        worker_command(concurrency, queue, name=f"{queue}-{free_port()}@%h"),
         env_vars=env,
         stdout=handle,
         stderr=subprocess.STDOUT,

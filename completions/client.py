@@ -152,6 +152,24 @@ def _scrub_nul(value: Any) -> Any:
     return value
 
 
+def _completion(response: httpx.Response, client: _Settings) -> Completion:
+    """A non-streamed answer, the same for the sync and async clients."""
+    request_id, clamped = _check_ok(response, client)
+    try:
+        body = parse_json(response.text)
+    except ValueError:
+        raise UpstreamError(
+            "bad_response",
+            "the backend answered with invalid JSON",
+            response.status_code,
+            request_id,
+        ) from None
+    if isinstance(body, dict) and "error" in body:
+        # An error in a 200 body (the seed's rare case after a cold boot).
+        raise error_from_envelope(500, body, response.headers, request_id=request_id)
+    return Completion(body, request_id, body.get("model", ""), clamped)
+
+
 def _error_for_response(response: httpx.Response) -> BackendError:
     try:
         body = response.json()
@@ -336,19 +354,7 @@ class BackendClient(_Settings):
         response = self._send(
             "POST", f"{self.base_url}/completions", _nonstream_body(params), stream=False
         )
-        request_id, clamped = _check_ok(response, self)
-        try:
-            body = parse_json(response.text)
-        except ValueError:
-            raise UpstreamError(
-                "bad_response",
-                "the backend answered with invalid JSON",
-                response.status_code,
-                request_id,
-            ) from None
-        if isinstance(body, dict) and "error" in body:
-            raise error_from_envelope(500, body, response.headers, request_id=request_id)
-        return Completion(body, request_id, body.get("model", ""), clamped)
+        return _completion(response, self)
 
     @contextlib.contextmanager
     def stream(self, params: CompletionParams) -> Iterator[CompletionStream]:
@@ -416,17 +422,7 @@ class AsyncBackendClient(_Settings):
         response = await self._send(
             "POST", f"{self.base_url}/completions", _nonstream_body(params), stream=False
         )
-        request_id, clamped = _check_ok(response, self)
-        try:
-            body = parse_json(response.text)
-        except ValueError:
-            raise UpstreamError(
-                "bad_response",
-                "the backend answered with invalid JSON",
-                response.status_code,
-                request_id,
-            ) from None
-        return Completion(body, request_id, body.get("model", ""), clamped)
+        return _completion(response, self)
 
     @contextlib.asynccontextmanager
     async def stream(self, params: CompletionParams) -> AsyncIterator[CompletionStream]:

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -28,12 +29,15 @@ from django.core.cache import cache
 from httpx_sse import EventSource
 
 from completions.errors import (
+    MODEL_MAX,
+    REQUEST_ID_MAX,
     BackendError,
     BackendUnavailable,
     Clamped,
     ModelNotFound,
     UpstreamError,
     UpstreamTimeout,
+    clean_text,
     error_from_envelope,
 )
 from completions.schema import CompletionParams, ModelInfo
@@ -134,17 +138,24 @@ class _Settings:
         return min(self.max_retry_wait, 0.5 * 2**attempt) * random.uniform(1.0, 1.25)
 
 
+_LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def parse_json(text: str) -> Any:
     """Parse a backend body. A token can decode to U+0000 (byte 0, e.g. in a
-    full-vocabulary distribution) and Postgres text/jsonb cannot hold it, so it
-    becomes U+FFFD here, at the door, before anything is stored."""
+    full-vocabulary distribution) and Postgres text/jsonb cannot hold it, nor a lone
+    UTF-16 surrogate (which JSON escapes allow), so both become U+FFFD here, at the
+    door, before anything is stored."""
     value = json.loads(text)
-    return _scrub_nul(value) if "\\u0000" in text or "\x00" in text else value
+    if "\\u0000" in text or "\x00" in text or _LONE_SURROGATE_ESCAPE.search(text):
+        return _scrub_nul(value)
+    return value
 
 
 def _scrub_nul(value: Any) -> Any:
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
+        return _SURROGATE.sub("\ufffd", value.replace("\x00", "\ufffd"))
     if isinstance(value, list):
         return [_scrub_nul(item) for item in value]
     if isinstance(value, dict):
@@ -167,12 +178,19 @@ def _completion(response: httpx.Response, client: _Settings) -> Completion:
     if isinstance(body, dict) and "error" in body:
         # An error in a 200 body (the seed's rare case after a cold boot).
         raise error_from_envelope(500, body, response.headers, request_id=request_id)
-    return Completion(body, request_id, body.get("model", ""), clamped)
+    if not isinstance(body, dict):
+        raise UpstreamError(
+            "bad_response",
+            "the backend answered with a non-object",
+            response.status_code,
+            request_id,
+        )
+    return Completion(body, request_id, clean_text(body.get("model"), MODEL_MAX), clamped)
 
 
 def _error_for_response(response: httpx.Response) -> BackendError:
     try:
-        body = response.json()
+        body = parse_json(response.text)
     except ValueError:
         body = None
     return error_from_envelope(response.status_code, body, response.headers)
@@ -192,7 +210,7 @@ def _transport_error(exc: httpx.HTTPError, request_id: str = "") -> BackendError
 
 def _check_ok(response: httpx.Response, cfg: _Settings) -> tuple[str, str | None]:
     """Raise for an error status or a clamped run; return (request_id, clamped header)."""
-    request_id = response.headers.get("x-request-id", "")
+    request_id = clean_text(response.headers.get("x-request-id"), REQUEST_ID_MAX)
     if response.status_code >= 400:
         raise _error_for_response(response)
     clamped = response.headers.get("x-acs-max-tokens-clamped")
@@ -216,7 +234,7 @@ class CompletionStream:
         self.response = response
         self.request_id = request_id
         self.clamped = clamped
-        self.model = response.headers.get("x-acs-upstream-model", "")
+        self.model = clean_text(response.headers.get("x-acs-upstream-model"), MODEL_MAX)
         self.usage: dict[str, Any] | None = None
         self.finished = False
 
@@ -230,12 +248,16 @@ class CompletionStream:
             raise UpstreamError(
                 "bad_stream", "the backend sent a frame that is not JSON", 200, self.request_id
             ) from None
-        if isinstance(chunk, dict) and "error" in chunk:
+        if not isinstance(chunk, dict):
+            raise UpstreamError(
+                "bad_stream", "the backend sent a frame that is not an object", 200, self.request_id
+            )
+        if "error" in chunk:
             # An in-body error after the 200 headers went out (the seed's cold-boot
             # case): its code picks the class; there is no real status to give.
             raise error_from_envelope(500, chunk, {}, request_id=self.request_id)
         if chunk.get("model"):
-            self.model = chunk["model"]
+            self.model = clean_text(chunk["model"], MODEL_MAX)
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         return chunk

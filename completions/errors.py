@@ -7,7 +7,30 @@ The seed's error envelope is ``{"error": {"code", "message", "type"}, "request_i
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
+
+# Backend-supplied strings end up in these columns of completions.Generation; longer
+# (or NUL-carrying) values would make the final save fail and the run look lost.
+REQUEST_ID_MAX = 200
+CODE_MAX = 100
+MODEL_MAX = 300
+MESSAGE_MAX = 2000
+# The longest Retry-After we keep (a day); a larger one is still "longer than we wait".
+RETRY_AFTER_MAX = 86_400.0
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def clean_text(value: Any, limit: int, *, one_line: bool = True) -> str:
+    """A backend-supplied value made safe to store and show: a string (anything else
+    becomes ""), without NUL or other control characters, at most `limit` characters."""
+    if not isinstance(value, str):
+        return ""
+    value = _CONTROL.sub("\ufffd" if not one_line else "", value)
+    if one_line:
+        value = value.replace("\r", " ").replace("\n", " ").replace("\t", " ")
+    return value[:limit]
 
 
 class BackendError(Exception):
@@ -25,11 +48,11 @@ class BackendError(Exception):
         *,
         should_retry: bool | None = None,
     ) -> None:
-        self.code = code or self.default_code
-        self.message = message or self.code
+        self.code = clean_text(code, CODE_MAX) or self.default_code
+        self.message = clean_text(message, MESSAGE_MAX, one_line=False) or self.code
         self.status = status
-        self.request_id = request_id
-        self.retry_after = retry_after
+        self.request_id = clean_text(request_id, REQUEST_ID_MAX)
+        self.retry_after = _bounded_seconds(retry_after)
         self.should_retry = should_retry
         super().__init__(f"{self.code} ({status}): {self.message}")
 
@@ -111,22 +134,35 @@ def error_class(status: int, code: str) -> type[BackendError]:
     return InvalidRequest
 
 
+def _bounded_seconds(value: float | None) -> float | None:
+    """None for nothing usable (NaN, infinite, negative), else at most a day."""
+    if value is None or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    if value < 0:
+        return None
+    return min(float(value), RETRY_AFTER_MAX)
+
+
 def parse_retry_after(value: str | None) -> float | None:
-    if not value:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when
+    absent or unusable ("inf", "nan", negative, garbage). Capped at RETRY_AFTER_MAX."""
+    if not value or not isinstance(value, str) or len(value) > 64:
         return None
     try:
         seconds = float(value)
     except ValueError:
-        # RFC 7231 also allows an HTTP date.
+        # RFC 9110 also allows an HTTP date.
         from datetime import UTC, datetime
         from email.utils import parsedate_to_datetime
 
         try:
             when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+            if when.tzinfo is None:  # "-0000": RFC 5322 says UTC, Python leaves it naive
+                when = when.replace(tzinfo=UTC)
+            seconds = max(0.0, (when - datetime.now(UTC)).total_seconds())
+        except (TypeError, ValueError, OverflowError, IndexError):
             return None
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return max(0.0, seconds)
+    return _bounded_seconds(seconds)
 
 
 def error_from_envelope(

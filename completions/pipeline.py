@@ -15,15 +15,25 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import InterfaceError, OperationalError, connection, connections, transaction
 from django.utils import timezone
 
 from completions import budget
 from completions.client import BackendClient, count_tokens, get_model, prompt_token_bound
-from completions.errors import BackendError, Clamped, ModelNotFound
+from completions.errors import (
+    MESSAGE_MAX,
+    MODEL_MAX,
+    REQUEST_ID_MAX,
+    BackendError,
+    Clamped,
+    ModelNotFound,
+    UpstreamError,
+    clean_text,
+)
 from completions.models import Generation
 from completions.schema import (
     MAX_OUTPUT_WORK,
@@ -36,6 +46,33 @@ from completions.streaming import GroupPublisher, publish_now, state_message
 
 log = logging.getLogger(__name__)
 State = Generation.State
+# How long the worker keeps trying to save a finished run while the database is away
+# (a Postgres restart or failover takes seconds): the text is only in memory meanwhile.
+FINAL_SAVE_PATIENCE = 60.0
+
+
+def _close_thread_connections() -> None:
+    """Drop this thread's database connections so the next query opens a fresh one."""
+    try:
+        connections.close_all()
+    except Exception:  # closing a connection the server already dropped may raise
+        log.debug("closing a broken connection failed", exc_info=True)
+
+
+def with_db_retry[T](action: Callable[[], T], what: str, patience: float) -> T:
+    """Run `action`; on a dropped connection (OperationalError/InterfaceError) retry
+    with a fresh connection for up to `patience` seconds. Never inside a transaction
+    opened by the caller: its earlier work is gone with the connection."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return action()
+        except (OperationalError, InterfaceError) as exc:
+            if connection.in_atomic_block or time.monotonic() >= deadline:
+                raise
+            log.warning("%s: database unavailable (%s); retrying", what, type(exc).__name__)
+            _close_thread_connections()
+            time.sleep(0.5)
 
 
 def empty_choice(index: int) -> dict[str, Any]:
@@ -164,13 +201,19 @@ def enqueue(generation_id: int) -> None:
 def _actual_usage(row: Generation) -> tuple[int, int]:
     """What to charge: the backend's usage when it reported one; otherwise the prompt
     plus the tokens we received; nothing at all when nothing was produced."""
-    usage = row.usage or {}
-    if usage and not usage.get("estimated") and "prompt_tokens" in usage:
-        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    if completion == 0:
+    usage = row.usage if isinstance(row.usage, dict) else {}
+    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    if usage and not usage.get("estimated") and prompt is not None and completion is not None:
+        return prompt, completion
+    if not completion:
         return 0, 0
     return row.prompt_tokens, completion
+
+
+def _count(value: Any) -> int | None:
+    """A token count as the backend reported it, if it is one (a bool, a string or
+    2**80 is not: such usage is ignored and the run charged by what was counted)."""
+    return value if type(value) is int and 0 <= value <= 2**31 else None
 
 
 def finish(
@@ -233,12 +276,17 @@ class _Accumulator:
         self.dirty = False
 
     def add(self, choice: dict[str, Any]) -> tuple[int, str]:
-        index = int(choice.get("index") or 0)
+        index = choice.get("index") or 0
         text = choice.get("text") or ""
+        # The backend is trusted for tokens, not for shapes: an index past the choices
+        # asked for would grow the row without bound.
+        if (
+            type(index) is not int
+            or not 0 <= index < len(self.choices)
+            or not isinstance(text, str)
+        ):
+            raise UpstreamError("bad_stream", "the backend sent a malformed choice", 200)
         with self.lock:
-            while len(self.choices) <= index:
-                self.choices.append(empty_choice(len(self.choices)))
-                self.counts.append(0)
             target = self.choices[index]
             target["text"] += text
             if choice.get("finish_reason") is not None:
@@ -260,14 +308,17 @@ class _Accumulator:
         return index, text
 
     def set_body(self, body: dict[str, Any]) -> None:
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+            raise UpstreamError("bad_response", "the backend sent no list of choices", 200)
         with self.lock:
-            for choice in body.get("choices") or []:
-                index = int(choice.get("index") or 0)
-                while len(self.choices) <= index:
-                    self.choices.append(empty_choice(len(self.choices)))
+            for choice in choices:
+                index = choice.get("index") or 0
+                if type(index) is not int or not 0 <= index < len(self.choices):
+                    raise UpstreamError("bad_response", "the backend sent a malformed choice", 200)
                 self.choices[index] = {**empty_choice(index), **choice}
-            self.usage = body.get("usage")
-            self.model = body.get("model") or ""
+            self.usage = body.get("usage") if isinstance(body.get("usage"), dict) else None
+            self.model = clean_text(body.get("model"), MODEL_MAX)
 
     def usage_now(self) -> dict[str, Any]:
         if self.usage:
@@ -303,25 +354,53 @@ class _Checkpointer(threading.Thread):
     thread so a stalled backend still beats (and is not taken for a dead worker)."""
 
     def __init__(
-        self, generation_id: int, run_token: str, acc: _Accumulator, interval: float
+        self,
+        generation_id: int,
+        run_token: str,
+        acc: _Accumulator,
+        interval: float,
+        give_up_after: float | None = None,
     ) -> None:
         super().__init__(name=f"checkpoint-{generation_id}", daemon=True)
         self.generation_id = generation_id
         self.run_token = run_token
         self.acc = acc
         self.interval = interval
+        # Past half the stale limit without a beat, the stale sweep is about to take the
+        # run for dead: the main loop then stops the stream and saves what it has.
+        self.give_up_after = (
+            settings.WEFT_GENERATION_STALE_SECONDS / 2 if give_up_after is None else give_up_after
+        )
         self.stopping = threading.Event()
         self.cancelled = threading.Event()
         self.lost = threading.Event()
+        self.failed = threading.Event()
 
     def run(self) -> None:
+        last_beat = time.monotonic()
         try:
             while not self.stopping.wait(self.interval):
-                self.beat()
-        except Exception:
-            log.exception("generation %s: checkpoint thread failed", self.generation_id)
+                try:
+                    self.beat()
+                    last_beat = time.monotonic()
+                except Exception as exc:
+                    # One failed write must not end the heartbeat: a dropped connection
+                    # (Postgres restarted) is retried next time on a fresh one.
+                    self.acc.dirty = True
+                    _close_thread_connections()
+                    if time.monotonic() - last_beat >= self.give_up_after:
+                        log.error(
+                            "generation %s: checkpoint failing for %.1f s (%s); giving up",
+                            self.generation_id, time.monotonic() - last_beat, type(exc).__name__,
+                        )  # fmt: skip
+                        self.failed.set()
+                        return
+                    log.warning(
+                        "generation %s: checkpoint failed (%s); retrying",
+                        self.generation_id, type(exc).__name__,
+                    )  # fmt: skip
         finally:
-            connections.close_all()  # this thread's connections only
+            _close_thread_connections()  # this thread's connections only
 
     def beat(self) -> None:
         rows = Generation.objects.filter(
@@ -330,7 +409,7 @@ class _Checkpointer(threading.Thread):
         fields: dict[str, Any] = {"updated_at": timezone.now()}
         if self.acc.dirty:
             fields.update(self.acc.snapshot())
-            fields["request_id"] = self.acc.request_id
+            fields["request_id"] = clean_text(self.acc.request_id, REQUEST_ID_MAX)
         if not rows.update(**fields):
             self.lost.set()
             return
@@ -400,6 +479,16 @@ def execute(generation_id: int) -> None:
                             # Leaving the `with` closes the connection: the backend stops.
                             outcome = {"state": State.CANCELLED}
                             break
+                        if checkpointer.failed.is_set():
+                            # Nothing reaches the database any more: stop generating
+                            # and save what arrived (kept, marked interrupted).
+                            outcome = {
+                                "state": State.INTERRUPTED,
+                                "error_code": "checkpoint_failed",
+                                "error_message": "The run's progress could not be saved; "
+                                "it was stopped and what arrived was kept.",
+                            }
+                            break
                     acc.model = chunks.model
             else:
                 completion = client.complete(params)
@@ -424,15 +513,19 @@ def execute(generation_id: int) -> None:
     if outcome["state"] == State.FAILED and not acc.request_id:
         outcome.setdefault("request_id", "")
     snapshot = acc.snapshot()
-    finish(
-        generation,
-        outcome.pop("state"),
-        run_token=run_token,
-        choices=snapshot["choices"],
-        usage=snapshot["usage"],
-        request_id=outcome.pop("request_id", "") or acc.request_id,
-        served_model=acc.model,
+    state = outcome.pop("state")
+    fields = {
+        "choices": snapshot["choices"],
+        "usage": snapshot["usage"],
+        "request_id": clean_text(outcome.pop("request_id", "") or acc.request_id, REQUEST_ID_MAX),
+        "served_model": acc.model,
         **outcome,
+    }
+    # The text is only in this process now: wait out a database restart to save it.
+    with_db_retry(
+        lambda: finish(generation, state, run_token=run_token, **fields),
+        f"generation {generation.pk}: final save",
+        FINAL_SAVE_PATIENCE,
     )
 
 
@@ -440,7 +533,7 @@ def _error_outcome(state: str, exc: BackendError) -> dict[str, Any]:
     return {
         "state": state,
         "error_code": exc.code,
-        "error_message": exc.message[:2000],
+        "error_message": clean_text(exc.message, MESSAGE_MAX, one_line=False),
         "request_id": exc.request_id,
         "retry_after_seconds": None if exc.retry_after is None else math.ceil(exc.retry_after),
     }
@@ -459,6 +552,13 @@ def run_now(
             run_token=run_token, started_at=timezone.now(),
         )  # fmt: skip
     acc = _Accumulator(list(generation.choices), prompt_tokens)
+    # The row is "running" like a worker's, so it beats like one: while the backend is
+    # busy with other runs, the stale sweep must not take this request for dead (and if
+    # this process does die, the sweep still settles the reservation).
+    heartbeat = _Checkpointer(
+        generation.pk, run_token, acc, settings.WEFT_CHECKPOINT_INTERVAL_SECONDS
+    )
+    heartbeat.start()
     fields: dict[str, Any] = {}
     state = State.DONE
     try:
@@ -470,6 +570,8 @@ def run_now(
         state, fields = State.REFUSED, _error_outcome(State.REFUSED, exc)
     except BackendError as exc:
         state, fields = State.FAILED, _error_outcome(State.FAILED, exc)
+    finally:
+        heartbeat.stop()
     fields.pop("state", None)
     snapshot = acc.snapshot()
     finish(
@@ -478,7 +580,7 @@ def run_now(
         run_token=run_token,
         choices=snapshot["choices"],
         usage=snapshot["usage"] if acc.usage else None,
-        request_id=fields.pop("request_id", "") or acc.request_id,
+        request_id=clean_text(fields.pop("request_id", "") or acc.request_id, REQUEST_ID_MAX),
         served_model=acc.model,
         **fields,
     )

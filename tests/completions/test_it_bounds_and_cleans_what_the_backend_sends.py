@@ -71,8 +71,12 @@ CASES = {
         "failed",
     ),
     "lone surrogate in the text": (
-        Answer(frames=[b'{"choices":[{"index":0,"text":"a\\ud800b","finish_reason":"length"}]}',
-                       b"[DONE]"]),  # fmt: skip
+        Answer(
+            frames=[
+                b'{"choices":[{"index":0,"text":"a\\ud800b","finish_reason":"length"}]}',
+                b"[DONE]",
+            ]
+        ),  # fmt: skip
         "done",
     ),
 }

@@ -54,8 +54,10 @@ def test_it_keeps_beating_after_its_connection_is_dropped(
     assert drop_other_connections() >= 1  # the checkpoint thread's (and the worker's)
     dropped_at = Generation.objects.get(pk=generation.pk).updated_at
     wait_until(
-        lambda: (row := Generation.objects.get(pk=generation.pk)).updated_at > dropped_at
-        and row.state == "running",
+        lambda: (
+            (row := Generation.objects.get(pk=generation.pk)).updated_at > dropped_at
+            and row.state == "running"
+        ),
         5,
         "a heartbeat after the drop",
     )

@@ -127,6 +127,15 @@ class GenerationQuerySet(models.QuerySet):
                 counts[outcome] += 1
         return counts
 
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Deleting rows (the admin's bulk action, a shell) first settles those still
+        holding a reservation — queued or running — so none is leaked with its row."""
+        for generation in self.filter(
+            state__in=[Generation.State.QUEUED, Generation.State.RUNNING]
+        ):
+            generation.release_reservation()
+        return super().delete()
+
     def purge_expired(self) -> int:
         """Delete checkpoints past expires_at. Running rows wait for the stale sweep
         to settle them first, so no reservation is ever lost with its row."""
@@ -238,6 +247,28 @@ class Generation(models.Model):
         if self.expires_at is None:
             self.expires_at = (self.created_at or timezone.now()) + CHECKPOINT_TTL
         super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        self.release_reservation()
+        return super().delete(*args, **kwargs)
+
+    def release_reservation(self) -> None:
+        """Before a queued or running row is deleted: finish it as cancelled, which
+        settles its reservation to what its checkpoint shows was used. A worker still
+        streaming it then finds its row gone and closes the stream."""
+        from completions.pipeline import finish
+
+        with transaction.atomic():
+            row = (
+                Generation.objects.select_for_update()
+                .filter(pk=self.pk, state__in=[self.State.QUEUED, self.State.RUNNING])
+                .first()
+            )
+            if row is not None:
+                log.warning(
+                    "generation %s: deleted while %s; reservation settled", row.pk, row.state
+                )
+                finish(row, self.State.CANCELLED, run_token=None, error_code="deleted")
 
     @property
     def is_terminal(self) -> bool:

@@ -227,7 +227,9 @@ def finish(
     With a run_token, only the worker holding that token may finish it. Returns
     whether this call did it."""
     with transaction.atomic():
-        row = Generation.objects.select_for_update().get(pk=generation.pk)
+        row = Generation.objects.select_for_update().filter(pk=generation.pk).first()
+        if row is None:  # deleted meanwhile (its reservation was settled then)
+            return False
         if row.is_terminal or (run_token is not None and row.run_token != run_token):
             return False
         for name, value in fields.items():

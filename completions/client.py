@@ -41,6 +41,7 @@ from completions.errors import (
     error_from_envelope,
 )
 from completions.schema import CompletionParams, ModelInfo
+from config.env import without_credentials
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,11 @@ def api_base() -> str:
 def server_root() -> str:
     """The backend server's root (for /health and /tokenize): the API URL without /v1."""
     return api_base().removesuffix("/v1")
+
+
+def public_backend_url() -> str:
+    """The backend's API URL as it may be shown to users and logs: no credentials."""
+    return without_credentials(api_base())
 
 
 def backend_health() -> None:
@@ -199,7 +205,10 @@ def _error_for_response(response: httpx.Response) -> BackendError:
 def _transport_error(exc: httpx.HTTPError, request_id: str = "") -> BackendError:
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return BackendUnavailable(
-            "connect_error", f"cannot reach the backend: {exc}", None, request_id
+            "connect_error",
+            f"cannot reach the backend: {without_credentials(str(exc))}",
+            None,
+            request_id,
         )
     if isinstance(exc, httpx.TimeoutException):
         return UpstreamTimeout("timeout", "the backend did not answer in time", None, request_id)
@@ -365,7 +374,8 @@ class BackendClient(_Settings):
             wait = self.retry_wait(error, attempt)
             log.warning(
                 "backend %s %s -> %s %s request_id=%s attempt=%d retry_in=%s",
-                method, url, error.status, error.code, error.request_id, attempt, wait,
+                method, without_credentials(url), error.status, error.code, error.request_id,
+                attempt, wait,
             )  # fmt: skip
             if wait is None:
                 raise error
@@ -433,7 +443,8 @@ class AsyncBackendClient(_Settings):
             wait = self.retry_wait(error, attempt)
             log.warning(
                 "backend %s %s -> %s %s request_id=%s attempt=%d retry_in=%s",
-                method, url, error.status, error.code, error.request_id, attempt, wait,
+                method, without_credentials(url), error.status, error.code, error.request_id,
+                attempt, wait,
             )  # fmt: skip
             if wait is None:
                 raise error

@@ -7,6 +7,7 @@ check the environment before any service starts.
 """
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -68,6 +69,21 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@?#]*@")
+_SECRET_QUERY = re.compile(
+    r"(?i)(?P<name>[?&](?:api[_-]?key|key|token|access[_-]?token|password|pass|secret|sig|signature)=)"
+    r"[^&\s#'\"]*"
+)
+
+
+def without_credentials(text: str) -> str:
+    """A URL — or a message that may hold URLs, such as an exception's text — without
+    credentials: `user:password@` is dropped and secret-looking query values masked.
+    Everything that shows or logs a configured URL goes through this."""
+    text = _USERINFO.sub(r"\g<scheme>", str(text))
+    return _SECRET_QUERY.sub(r"\g<name>***", text)
+
+
 def embedded_database_url() -> str:
     return f"postgresql://postgres@/weft?host={DATA_DIR / 'pg'}"
 
@@ -83,9 +99,9 @@ def database_from_url(name: str, url: str) -> dict:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={url!r}: {expected}") from None
+        raise ImproperlyConfigured(f"{name}={without_credentials(url)!r}: {expected}") from None
     if parts.scheme not in ("postgres", "postgresql") or not parts.path.strip("/"):
-        raise ImproperlyConfigured(f"{name}={url!r}: {expected}")
+        raise ImproperlyConfigured(f"{name}={without_credentials(url)!r}: {expected}")
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     host = query.pop("host", None) or unquote(parts.hostname or "")
     return {
@@ -105,13 +121,13 @@ def check_redis_url(name: str, url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={url!r}: {expected}") from None
+        raise ImproperlyConfigured(f"{name}={without_credentials(url)!r}: {expected}") from None
     if parts.scheme not in ("redis", "rediss", "unix"):
-        raise ImproperlyConfigured(f"{name}={url!r}: {expected}")
+        raise ImproperlyConfigured(f"{name}={without_credentials(url)!r}: {expected}")
     if parts.scheme == "unix" and not parts.path:
-        raise ImproperlyConfigured(f"{name}={url!r}: {expected}")
+        raise ImproperlyConfigured(f"{name}={without_credentials(url)!r}: {expected}")
     if parts.scheme != "unix" and not parts.hostname:
-        raise ImproperlyConfigured(f"{name}={url!r}: {expected}")
+        raise ImproperlyConfigured(f"{name}={without_credentials(url)!r}: {expected}")
     return url
 
 
@@ -127,5 +143,7 @@ def celery_broker_url(redis_url: str) -> str:
 def check_http_url(name: str, url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ImproperlyConfigured(f"{name}={url!r}: expected an http(s):// URL")
+        raise ImproperlyConfigured(
+            f"{name}={without_credentials(url)!r}: expected an http(s):// URL"
+        )
     return url.rstrip("/")

@@ -1,6 +1,7 @@
 """State of every service Weft needs, for /health and the launcher."""
 
 import asyncio
+import logging
 import time
 
 import redis
@@ -8,6 +9,10 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
+
+from config.env import without_credentials
+
+log = logging.getLogger(__name__)
 
 
 def check_database() -> None:
@@ -54,7 +59,10 @@ def run_checks() -> dict[str, dict]:
         try:
             check()
         except Exception as exc:  # every failure is a state to report, not a crash
-            results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            # /health is public: it says what is down; why (which may name hosts,
+            # users or a URL's credentials) goes to the log, credentials removed.
+            log.warning("health: %s is down: %s", name, without_credentials(repr(exc))[:500])
+            results[name] = {"ok": False}
         else:
             results[name] = {"ok": True}
         results[name]["ms"] = round((time.monotonic() - started) * 1000, 1)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from completions.budget import BudgetRefused, usage_summary
-from completions.client import count_tokens, get_model, list_models
+from completions.client import count_tokens, get_model, list_models, public_backend_url
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
@@ -228,8 +227,8 @@ def view_code(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"errors": _error_slots(invalid), "invalid": invalid}
     if invalid is None:
         body = validate_params(data).to_body()
-        context["curl"] = code.as_curl(body, settings.WEFT_BACKEND_URL)
-        context["python"] = code.as_python(body, settings.WEFT_BACKEND_URL)
+        context["curl"] = code.as_curl(body, public_backend_url())
+        context["python"] = code.as_python(body, public_backend_url())
     return render(request, f"{PAGE}#code", context)
 
 

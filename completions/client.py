@@ -35,6 +35,7 @@ from completions.errors import (
     BackendUnavailable,
     Clamped,
     ModelNotFound,
+    TokenizerMissing,
     UpstreamError,
     UpstreamTimeout,
     clean_text,
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 Workload = Literal["interactive", "batch"]
 MODELS_CACHE_SECONDS = 30
 NO_TOKENIZE_CACHE_SECONDS = 300
+TOKENIZER_MISSING = (404, 405, 501)
 # Byte-level BPE and SentencePiece-with-byte-fallback tokenizers emit at least one
 # byte per token; the slack covers BOS/EOS and SentencePiece's dummy prefix.
 TOKEN_BOUND_SLACK = 4
@@ -405,6 +407,65 @@ class BackendClient(_Settings):
         response = self._send("GET", url, None, stream=False)
         return parse_json(response.text)
 
+    # vLLM's tokenizer routes sit at the server root, beside /v1.
+
+    def _post_root(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = self._send(
+                "POST", f"{self.base_url.removesuffix('/v1')}{path}", body, stream=False
+            )
+        except BackendError as exc:
+            if exc.status in TOKENIZER_MISSING:
+                raise TokenizerMissing(
+                    message=f"the backend has no {path}", status=exc.status
+                ) from None
+            raise
+        try:
+            answer = parse_json(response.text)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise UpstreamError("bad_response", f"{path} answered no JSON object", 200)
+        return answer
+
+    def tokenize(
+        self, model_id: str, prompt: str, *, add_special_tokens: bool | None = None
+    ) -> list[int]:
+        """The token ids of `prompt` (POST /tokenize). Raises TokenizerMissing when the
+        backend has none, a BackendError on failure."""
+        body: dict[str, Any] = {"model": model_id, "prompt": prompt}
+        if add_special_tokens is not None:
+            body["add_special_tokens"] = add_special_tokens
+        tokens = self._post_root("/tokenize", body).get("tokens")
+        if not isinstance(tokens, list) or not all(type(t) is int and t >= 0 for t in tokens):
+            raise UpstreamError("bad_response", "/tokenize answered no list of ids", 200)
+        return tokens
+
+    def detokenize(self, model_id: str, ids: list[int]) -> str:
+        """The text of `ids` (POST /detokenize); an id outside the vocabulary is the
+        backend's 400 (InvalidRequest)."""
+        text = self._post_root("/detokenize", {"model": model_id, "tokens": ids}).get("prompt")
+        if not isinstance(text, str):
+            raise UpstreamError("bad_response", "/detokenize answered no text", 200)
+        return text
+
+    def count_tokens(self, model_id: str, prompts: list[str | list[int]]) -> list[int]:
+        """Exact token counts, one per prompt (ids are counted here)."""
+        counts = []
+        for prompt in prompts:
+            if isinstance(prompt, list):
+                counts.append(len(prompt))
+                continue
+            answer = self._post_root("/tokenize", {"model": model_id, "prompt": prompt})
+            count = answer.get("count")
+            if type(count) is not int:
+                tokens = answer.get("tokens")
+                count = len(tokens) if isinstance(tokens, list) else None
+            if count is None or count < 0:
+                raise UpstreamError("bad_response", "/tokenize answered no count", 200)
+            counts.append(count)
+        return counts
+
 
 class AsyncBackendClient(_Settings):
     """The same client for async code (consumers, async views)."""
@@ -546,27 +607,11 @@ def count_tokens(model_id: str, prompt: Any) -> list[int] | None:
     missing_key = _cache_key("no-tokenize")
     if cache.get(missing_key):
         return None
-    counts: list[int] = []
-    with BackendClient("interactive", max_retries=0) as client:
-        for p in prompts:
-            if isinstance(p, list):
-                counts.append(len(p))
-                continue
-            try:
-                response = client._http.post(
-                    f"{server_root()}/tokenize",
-                    json={"model": model_id, "prompt": p},
-                    headers=client.headers(),
-                    timeout=client.timeout,
-                )
-            except httpx.HTTPError:
-                return None
-            if response.status_code in (404, 405, 501):
-                cache.set(missing_key, True, NO_TOKENIZE_CACHE_SECONDS)
-                return None
-            try:
-                body = response.json()
-                counts.append(int(body["count"]) if "count" in body else len(body["tokens"]))
-            except (ValueError, KeyError, TypeError):
-                return None
-    return counts
+    try:
+        with BackendClient("interactive", max_retries=0) as client:
+            return client.count_tokens(model_id, prompts)
+    except TokenizerMissing:
+        cache.set(missing_key, True, NO_TOKENIZE_CACHE_SECONDS)
+    except BackendError:
+        pass
+    return None

@@ -105,6 +105,13 @@ class BackendUnavailable(BackendError):
     default_code = "upstream_unavailable"
 
 
+class TokenizerMissing(BackendError):
+    """The backend has no /tokenize or /detokenize (404, 405, 501), as the seed's hosted
+    API: counts and ids are then unknown, which callers treat as "cannot say"."""
+
+    default_code = "tokenizer_missing"
+
+
 class Clamped(BackendError):
     """The backend reduced max_tokens (X-Acs-Max-Tokens-Clamped): Weft refuses such a
     run instead of showing a shorter result as complete."""

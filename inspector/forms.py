@@ -7,6 +7,8 @@ import re
 
 from django import forms
 
+from inspector.tokens import MAX_TOKEN_ID
+
 MAX_CHOICES = 16
 _ID_SPLIT = re.compile(r"[\s,\[\]]+")
 
@@ -17,7 +19,13 @@ def parse_token_ids(raw: str) -> list[int]:
     ids = []
     for part in parts:
         if not re.fullmatch(r"-?\d+", part):
-            raise forms.ValidationError(f"“{part}” is not a token id: give integers only.")
+            raise forms.ValidationError(f"“{part[:20]}” is not a token id: give integers only.")
+        # Checked on the digits: int() of thousands of them is refused (or slow).
+        if len(part.lstrip("-")) > len(str(MAX_TOKEN_ID)) or abs(int(part)) > MAX_TOKEN_ID:
+            raise forms.ValidationError(
+                f"“{part[:20]}” is larger than any model's vocabulary "
+                f"(token ids are below {MAX_TOKEN_ID + 1:,})."
+            )
         ids.append(int(part))
     return ids
 

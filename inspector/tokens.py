@@ -3,53 +3,39 @@
 The door's count_tokens gives counts only and always with the tokenizer's default
 special tokens; Inspect needs the ids themselves, under the page's add_special_tokens
 setting, to label the first position and to find where a choice's continuation
-starts. It goes through the door's BackendClient (same headers, timeouts and base URL)
-and, like count_tokens, treats a backend without these routes as "unknown" (None)
-rather than an error: the seed's hosted API has no /tokenize.
+starts. Both calls are the door's BackendClient methods (its headers, timeouts and
+error mapping) and, like count_tokens, a backend without these routes (or failing) is
+"unknown" (None) rather than an error: the seed's hosted API has no /tokenize.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from completions.client import BackendClient
+from completions.errors import BackendError, InvalidRequest
 
-import httpx
-
-from completions.client import BackendClient, server_root
-
-_MISSING = (404, 405, 501)
-
-
-def _post(path: str, body: dict[str, Any]) -> httpx.Response | None:
-    with BackendClient("interactive", max_retries=0) as client:
-        try:
-            return client._http.post(f"{server_root()}{path}", json=body)
-        except httpx.HTTPError:
-            return None
+# No model's vocabulary comes near 2**24 ids (the largest are a few hundred thousand):
+# the form refuses larger ids, and the vocabulary search never looks past this.
+MAX_TOKEN_ID = 2**24 - 1
 
 
 def tokenize(model_id: str, text: str, *, add_special_tokens: bool) -> list[int] | None:
     """The ids the backend's tokenizer gives ``text``; None when it cannot say."""
-    response = _post(
-        "/tokenize",
-        {"model": model_id, "prompt": text, "add_special_tokens": add_special_tokens},
-    )
-    if response is None or response.status_code != 200:
-        return None
     try:
-        tokens = response.json()["tokens"]
-    except (ValueError, KeyError, TypeError):
+        with BackendClient("interactive", max_retries=0) as client:
+            return client.tokenize(model_id, text, add_special_tokens=add_special_tokens)
+    except BackendError:
         return None
-    if not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
-        return None
-    return tokens
 
 
-def _ids_known(model_id: str, ids: list[int]) -> bool | None:
+def _ids_known(client: BackendClient, model_id: str, ids: list[int]) -> bool | None:
     """Whether /detokenize accepts every id (True/False); None when it cannot say."""
-    response = _post("/detokenize", {"model": model_id, "tokens": ids})
-    if response is None or response.status_code in _MISSING or response.status_code >= 500:
+    try:
+        client.detokenize(model_id, ids)
+    except InvalidRequest:  # the backend's 400: an id it does not have
+        return False
+    except BackendError:
         return None
-    return response.status_code == 200
+    return True
 
 
 def out_of_vocabulary(model_id: str, ids: list[int]) -> tuple[list[int], int | None] | None:
@@ -57,22 +43,27 @@ def out_of_vocabulary(model_id: str, ids: list[int]) -> tuple[list[int], int | N
 
     None when the backend cannot tell (no /detokenize): the completion request then
     meets the backend's own check. The models list carries no vocabulary size, so on
-    failure it is found by bisection on single-id /detokenize calls (about 17 for a
-    50k vocabulary), which only happens on this error path."""
+    failure it is found by bisection on single-id /detokenize calls below
+    MAX_TOKEN_ID + 1 (at most 25 calls whatever the ids), only on this error path."""
     negative = sorted({t for t in ids if t < 0})
     if negative:
         return negative, None
-    known = _ids_known(model_id, ids)
-    if known is None or known:
-        return None if known is None else ([], None)
-    lo, hi = 0, max(ids)  # id lo is in the vocabulary (checked below), id hi is not
-    if not _ids_known(model_id, [lo]):
-        return sorted(set(ids)), None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _ids_known(model_id, [mid]):
-            lo = mid
-        else:
-            hi = mid
+    with BackendClient("interactive", max_retries=0) as client:
+        known = _ids_known(client, model_id, ids)
+        if known is None or known:
+            return None if known is None else ([], None)
+        # Invariant: id lo is in the vocabulary, id hi is not.
+        lo, hi = 0, min(max(ids), MAX_TOKEN_ID + 1)
+        if not _ids_known(client, model_id, [lo]):
+            return sorted(set(ids)), None
+        if _ids_known(client, model_id, [hi]):
+            # Larger than any vocabulary we search: name the ids past it.
+            return sorted({t for t in ids if t > hi}), None
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if _ids_known(client, model_id, [mid]):
+                lo = mid
+            else:
+                hi = mid
     size = hi
     return sorted({t for t in ids if t >= size}), size

@@ -167,6 +167,14 @@ WEFT_GENERATION_QUEUED_LIMIT_SECONDS = env_float(
 # can be scaled separately from other work.
 WEFT_GENERATION_QUEUE = env_str("WEFT_GENERATION_QUEUE")
 
+# Request bodies over these sizes are answered 413 before they are read
+# (core.middleware.RequestBodyLimitMiddleware); imports may be larger.
+WEFT_MAX_REQUEST_BYTES = env_int("WEFT_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
+WEFT_MAX_IMPORT_BYTES = env_int("WEFT_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=1024)
+WEFT_IMPORT_PATHS = ["/loom/import/"]
+# Django's own check on form fields (files excluded) agrees with the body limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = WEFT_MAX_REQUEST_BYTES
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},

@@ -1,0 +1,120 @@
+"""ASGI middleware that refuses an over-large request body before anything reads it.
+
+Django's ASGI handler reads the whole body — spilling to a temporary file past
+FILE_UPLOAD_MAX_MEMORY_SIZE — before any Django middleware, authentication or view
+runs, so a size limit in Django would come after a huge anonymous upload was already
+on disk. This wrapper sits in front of Django: a Content-Length over the limit is
+answered 413 without reading a byte, and a body without one (chunked) is counted as
+it arrives and cut off at the limit.
+
+Limits are settings: WEFT_MAX_REQUEST_BYTES for every path, WEFT_MAX_IMPORT_BYTES for
+the paths in WEFT_IMPORT_PATHS. Paths under /v1/ (the public API) get the API's JSON
+error envelope with code "request_too_large"; everything else a short HTML page.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.conf import settings
+from django.utils.html import escape
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def body_limit(path: str) -> int:
+    """The largest request body accepted on `path`, in bytes."""
+    if any(path.startswith(prefix) for prefix in settings.WEFT_IMPORT_PATHS):
+        return settings.WEFT_MAX_IMPORT_BYTES
+    return settings.WEFT_MAX_REQUEST_BYTES
+
+
+def too_large_response(path: str, limit: int) -> tuple[bytes, bytes]:
+    """(content type, body) of the 413 for `path`."""
+    message = f"The request body is larger than the limit of {limit:,} bytes."
+    if path.startswith("/v1/"):
+        envelope = {
+            "error": {
+                "code": "request_too_large",
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+            }
+        }
+        return b"application/json", json.dumps(envelope).encode()
+    page = (
+        "<!doctype html><title>Request too large</title>"
+        f"<h1>Request too large</h1><p>{escape(message)}</p>"
+    )
+    return b"text/html; charset=utf-8", page.encode()
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers") or []:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None  # the server itself rejects a malformed length
+    return None
+
+
+class RequestBodyLimitMiddleware:
+    """Wraps the HTTP application (see config/asgi.py)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path") or "/"
+        limit = body_limit(path)
+
+        async def refuse() -> None:
+            content_type, body = too_large_response(path, limit)
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 413,
+                    "headers": [
+                        (b"content-type", content_type),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"connection", b"close"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+
+        length = _content_length(scope)
+        if length is not None and length > limit:
+            await refuse()
+            return
+
+        received = 0
+        refused = False
+
+        async def counted_receive() -> Message:
+            nonlocal received, refused
+            message = await receive()
+            if message["type"] == "http.request" and not refused:
+                received += len(message.get("body", b""))
+                if received > limit:
+                    refused = True
+                    await refuse()
+                    # Django stops reading on a disconnect and answers nothing itself.
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            if not refused:
+                await send(message)
+
+        await self.app(scope, counted_receive, guarded_send)

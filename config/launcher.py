@@ -8,21 +8,33 @@ test: lint, make sure Chromium is there, start a throw-away Postgres and Redis
 
 Every child is started with PR_SET_PDEATHSIG, so a `kill -9` of the launcher
 takes its children with it and the next start finds nothing in the way.
+
+Started as root, every child (Postgres, Redis, the engine, migrate, the web server,
+the worker, beat) runs as the dedicated system user `weft` (created once), never as
+root and never as a shared user such as `nobody`. No folder of the user's is loosened
+for it: whatever `weft` cannot reach (the interpreter under /root/.pyenv, a venv or a
+clone inside a 0700 folder) is mirrored into /var/cache/weft (root:weft 0750) — hard
+links, so a second start reuses the mirror and the first costs a second or two — and
+the children run from there. See `Runtime`.
 """
 
 import argparse
 import ctypes
 import fcntl
+import hashlib
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -31,6 +43,13 @@ from config import env
 
 BASE_DIR = env.BASE_DIR
 PR_SET_PDEATHSIG = 1
+SERVICE_USER = "weft"
+CACHE_ROOT = Path("/var/cache/weft")
+# Children create files (beat's schedule, Redis's dump, logs) private to their user.
+CHILD_UMASK = 0o077
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", ".data", ".artifacts", "__pycache__", "*.pyc", "node_modules"
+)
 
 
 def say(message: str) -> None:
@@ -57,9 +76,220 @@ def _child_setup(run_as: pwd.struct_passwd | None, death_signal: int) -> Callabl
     return setup
 
 
+# --- who children run as, and from where -------------------------------------------
+
+
+def service_user() -> pwd.struct_passwd:
+    """The dedicated user children run as when the launcher is root (created once)."""
+    try:
+        return pwd.getpwnam(SERVICE_USER)
+    except KeyError:
+        pass
+    if not shutil.which("useradd"):
+        raise LaunchError(
+            f"running as root, and there is no '{SERVICE_USER}' user to run the services as: "
+            f"create a system user '{SERVICE_USER}' (no login, no home), then start again"
+        )
+    say(f"creating the system user '{SERVICE_USER}' to run the services as")
+    subprocess.run(
+        ["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+         "--shell", "/usr/sbin/nologin", SERVICE_USER],
+        check=True,
+    )  # fmt: skip
+    return pwd.getpwnam(SERVICE_USER)
+
+
+def closed_folder(path: Path, user: pwd.struct_passwd) -> Path | None:
+    """The first folder on the way to `path` (itself included) that `user`, with only
+    its own group as our children have, cannot traverse; None when it can reach it."""
+    path = Path(os.path.abspath(path))
+    for folder in [*reversed(path.parents), path]:
+        try:
+            info = folder.stat()
+        except FileNotFoundError:
+            return None  # what does not exist yet is created by us, for the user
+        if info.st_uid == user.pw_uid:
+            bit = stat.S_IXUSR
+        elif info.st_gid == user.pw_gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not info.st_mode & bit:
+            return folder
+    return None
+
+
+def give_to(path: Path, user: pwd.struct_passwd) -> None:
+    """Hand one of our own folders (the data dir, a test scratch dir) to the service
+    user, with everything in it: it is where only that user's processes write."""
+    for root, dirs, files in os.walk(path):
+        for name in [root, *(os.path.join(root, d) for d in dirs),
+                     *(os.path.join(root, f) for f in files)]:  # fmt: skip
+            os.lchown(name, user.pw_uid, user.pw_gid)
+
+
+def _key(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def _materialise(name: str, build: Callable[[Path], None]) -> Path:
+    """CACHE_ROOT/name, built once by `build(path)`; concurrent launchers may race to
+    build it: one rename wins, the other's copy is dropped."""
+    target = CACHE_ROOT / name
+    if target.exists():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=CACHE_ROOT))
+    try:
+        build(staging / "tree")
+        os.chmod(staging / "tree", 0o755)
+        try:
+            os.rename(staging / "tree", target)
+        except OSError:
+            if not target.exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _link_copy(source: Path, dest: Path) -> None:
+    """A copy of a tree made of hard links (fast, no extra space), or a plain copy
+    where links are impossible (another filesystem)."""
+    if subprocess.run(["cp", "-al", str(source), str(dest)], stderr=subprocess.DEVNULL).returncode:
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(source, dest, symlinks=True)
+
+
+@dataclass
+class Runtime:
+    """Where and as whom children run. As an ordinary user: as itself, from here. As
+    root: as `weft`, from mirrors of the interpreter, the venv and the source where
+    `weft` could not reach the originals (see the module docstring)."""
+
+    user: pwd.struct_passwd | None = None
+    python: str = sys.executable
+    source: Path = BASE_DIR
+    venv: Path = Path(sys.prefix)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def in_venv(self, path: Path) -> Path:
+        """A path inside our venv (a package's binary) as the children see it."""
+        path = Path(path)
+        if path.is_relative_to(sys.prefix):
+            return self.venv / path.relative_to(sys.prefix)
+        return self.venv / path.relative_to(os.path.realpath(sys.prefix))
+
+    def runs_as(self) -> str:
+        return self.user.pw_name if self.user else pwd.getpwuid(os.getuid()).pw_name
+
+    def command(self, args: list) -> list[str]:
+        args = [str(a) for a in args]
+        if args and args[0] == sys.executable:
+            args[0] = self.python
+        return args
+
+    def child_env(self, env_vars: dict | None) -> dict[str, str]:
+        merged = dict(os.environ if env_vars is None else env_vars)
+        for name, value in self.env.items():
+            if name == "WEFT_DATA_DIR":
+                merged.setdefault(name, value)  # a caller's own data dir wins
+            elif name == "LD_LIBRARY_PATH" and merged.get(name):
+                merged[name] = f"{value}:{merged[name]}"
+            else:
+                merged[name] = value
+        return merged
+
+
+def build_runtime() -> Runtime:
+    if os.geteuid() != 0:
+        return Runtime()
+    user = service_user()
+    CACHE_ROOT.mkdir(parents=True, exist_ok=True)
+    os.chown(CACHE_ROOT, 0, user.pw_gid)
+    os.chmod(CACHE_ROOT, 0o750)  # root:weft — nobody else reads the mirrors
+    runtime = Runtime(user=user)
+    # Real paths: a venv or clone reached through a symlink is copied, not the link.
+    base, venv = Path(os.path.realpath(sys.base_prefix)), Path(os.path.realpath(sys.prefix))
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    python_home = base
+    if closed_folder(base, user):
+        real = Path(os.path.realpath(sys.executable))
+        python_home = _materialise(
+            f"python-{_key(str(base), real.stat().st_mtime_ns)}",
+            lambda dest: _link_copy(base, dest),
+        )
+        # A pyenv-built interpreter finds libpython by an absolute RUNPATH into /root.
+        runtime.env["LD_LIBRARY_PATH"] = str(python_home / "lib")
+    if python_home != base or closed_folder(venv, user):
+        stamp = max(
+            (venv / p).stat().st_mtime_ns
+            for p in ("pyvenv.cfg", f"lib/{version}/site-packages")
+            if (venv / p).exists()
+        )
+        name = f"venv-{_key(str(venv), stamp, str(python_home))}"
+
+        def build_venv(dest: Path) -> None:
+            _link_copy(venv, dest)
+            final = CACHE_ROOT / name
+            cfg = (venv / "pyvenv.cfg").read_text()
+            (dest / "pyvenv.cfg").unlink()  # a link to the original: replace, never edit
+            (dest / "pyvenv.cfg").write_text(
+                cfg.replace(str(base), str(python_home)).replace(str(venv), str(final))
+            )
+            for entry in (dest / "bin").iterdir():
+                if entry.is_symlink() and os.readlink(entry).startswith(str(base)):
+                    target = os.readlink(entry).replace(str(base), str(python_home), 1)
+                    entry.unlink()
+                    entry.symlink_to(target)
+
+        runtime.venv = _materialise(name, build_venv)
+        runtime.python = str(runtime.venv / "bin" / "python")
+    elif closed_folder(Path(sys.prefix), user):
+        # Reached by a symlink through a closed folder, but itself reachable.
+        runtime.venv = venv
+        runtime.python = str(venv / "bin" / "python")
+    if closed_folder(BASE_DIR, user):
+        files = sorted(
+            (str(p.relative_to(BASE_DIR)), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in _source_files(BASE_DIR)
+        )
+        runtime.source = _materialise(
+            f"source-{_key(str(BASE_DIR), files)}",
+            lambda dest: shutil.copytree(BASE_DIR, dest, ignore=_NOT_SOURCE, symlinks=True),
+        )
+    home = CACHE_ROOT / f"home-{user.pw_name}"
+    (home / "data").mkdir(mode=0o700, parents=True, exist_ok=True)
+    give_to(home, user)
+    home.chmod(0o700)
+    # HOME for caches; the data dir (secret key) for children started without one.
+    runtime.env.update(HOME=str(home), WEFT_DATA_DIR=str(home / "data"))
+    return runtime
+
+
+def _source_files(root: Path):
+    skip = {".git", ".venv", ".data", ".artifacts", "__pycache__", "node_modules"}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in skip]
+        for name in files:
+            if not name.endswith(".pyc"):
+                yield Path(folder) / name
+
+
+_runtime: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    """This process's Runtime, built on first use."""
+    global _runtime
+    if _runtime is None:
+        _runtime = build_runtime()
+    return _runtime
+
+
 class Supervisor:
-    def __init__(self) -> None:
+    def __init__(self, runtime_: Runtime | None = None) -> None:
         self.children: list[tuple[str, subprocess.Popen, int]] = []
+        self.runtime = runtime_ or runtime()
 
     def start(
         self,
@@ -67,19 +297,20 @@ class Supervisor:
         args: list[str],
         *,
         env_vars: dict | None = None,
-        run_as: pwd.struct_passwd | None = None,
         stop_signal: int = signal.SIGTERM,
         stdout=None,
         stderr=None,
     ) -> subprocess.Popen:
+        rt = self.runtime
         proc = subprocess.Popen(
-            args,
-            cwd=BASE_DIR,
-            env=env_vars,
-            preexec_fn=_child_setup(run_as, stop_signal),
+            rt.command(args),
+            cwd=rt.source,
+            env=rt.child_env(env_vars),
+            preexec_fn=_child_setup(rt.user, stop_signal),
             start_new_session=True,  # Ctrl-C reaches the launcher only; it stops children in order
             stdout=stdout,
             stderr=stderr,
+            umask=CHILD_UMASK,
         )
         self.children.append((name, proc, stop_signal))
         return proc
@@ -173,44 +404,51 @@ def postgres_bin() -> Path:
     return candidates[-1].parent
 
 
-def postgres_user() -> pwd.struct_passwd | None:
-    """Postgres refuses to run as root: then run it as an existing ordinary user."""
-    if os.geteuid() != 0:
-        return None
-    for name in ("postgres", "nobody"):
-        try:
-            return pwd.getpwnam(name)
-        except KeyError:
-            continue
-    raise LaunchError(
-        "running as root, but there is no 'postgres' or 'nobody' user to run Postgres as"
-    )
+def private_file(path: Path) -> int:
+    """Open (append, create) a file only its owner can read — 0600 from the start."""
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
 
-def make_reachable(path: Path, user: pwd.struct_passwd) -> None:
-    """The Postgres user must be able to traverse every parent of its data dir."""
-    for parent in reversed(path.parents):
-        mode = parent.stat().st_mode
-        if not mode & 0o001:
-            os.chmod(parent, mode | 0o001)
+def prepare_data_dir(path: Path, rt: Runtime) -> None:
+    """Our data dir: 0700, its files 0600, owned by whoever the children run as."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if rt.user is not None:
+        closed = closed_folder(path.parent, rt.user)
+        if closed is not None:
+            raise LaunchError(
+                f"the data folder {path} is inside {closed} (mode "
+                f"{stat.S_IMODE(closed.stat().st_mode):o}), which the service user "
+                f"'{rt.user.pw_name}' cannot enter; Weft does not loosen your folders: set "
+                f"WEFT_DATA_DIR to a folder it can reach (e.g. /var/lib/weft/<name>)"
+            )
+        give_to(path, rt.user)
+    path.chmod(0o700)
+    for entry in path.iterdir():
+        if entry.is_file() and not entry.is_symlink():
+            entry.chmod(0o600)
 
 
 def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool) -> str:
-    run_as = postgres_user()
-    bindir = postgres_bin()
-    datadir.mkdir(parents=True, exist_ok=True)
-    if run_as is not None:
-        make_reachable(datadir, run_as)
-        os.chown(datadir, run_as.pw_uid, run_as.pw_gid)
+    rt = sup.runtime
+    bindir = rt.in_venv(postgres_bin())
+    datadir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if rt.user is not None:
+        os.chown(datadir, rt.user.pw_uid, rt.user.pw_gid)
     datadir.chmod(0o700)
     if not (datadir / "PG_VERSION").exists():
         say(f"initialising PostgreSQL in {datadir}")
+        # Trust only on the Unix socket, which lives in the 0700 data dir: only the
+        # service user (a dedicated one, never a shared one) and root can reach it.
         subprocess.run(
-            [bindir / "initdb", "-D", datadir, "-U", "postgres", "--auth=trust", "--encoding=utf8"],
+            [bindir / "initdb", "-D", datadir, "-U", "postgres", "--auth-local=trust",
+             "--auth-host=reject", "--encoding=utf8"],
             check=True,
+            cwd=rt.source,
+            env=rt.child_env(None),
             stdout=subprocess.DEVNULL,
-            preexec_fn=_child_setup(run_as, signal.SIGKILL),
-        )
+            preexec_fn=_child_setup(rt.user, signal.SIGKILL),
+            umask=CHILD_UMASK,
+        )  # fmt: skip
     clear_stale_pidfile(datadir / "postmaster.pid")
     args = [
         bindir / "postgres",
@@ -222,18 +460,22 @@ def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool) -> str:
         "",
         "-c",
         "max_connections=200",
+        # Prompts are SQL parameters, bound client-side: a failing statement's text
+        # would carry one into the log. Log errors, never the statement or its detail.
+        "-c",
+        "log_min_error_statement=panic",
+        "-c",
+        "log_error_verbosity=terse",
     ]
     if not durable:
         args += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
-    log = open(datadir.parent / f"{datadir.name}.log", "ab")  # noqa: SIM115 - lives as long as postgres
-    proc = sup.start(
-        "postgres",
-        [str(a) for a in args],
-        run_as=run_as,
-        stop_signal=signal.SIGINT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    log = private_file(datadir.parent / f"{datadir.name}.log")
+    try:
+        proc = sup.start(
+            "postgres", args, stop_signal=signal.SIGINT, stdout=log, stderr=subprocess.STDOUT
+        )
+    finally:
+        os.close(log)  # the child has its own copy
     url = f"postgresql://postgres@/postgres?host={datadir}"
 
     def ready() -> bool:
@@ -296,6 +538,7 @@ def start_redis(sup: Supervisor, sock: Path, *, persist: bool) -> str:
         "--save", "60 1" if persist else "",
         "--appendonly", "no",
     ]  # fmt: skip
+    args[0] = str(sup.runtime.in_venv(Path(args[0])))
     proc = sup.start("redis", args, stdout=subprocess.DEVNULL)
     url = f"unix://{sock}"
 
@@ -349,12 +592,15 @@ def worker_command(concurrency: int, queue: str = "", name: str = "") -> list[st
 
 
 def manage(child_env: dict, *args: str, capture: bool = False) -> str:
+    rt = runtime()
     result = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=BASE_DIR,
-        env=child_env,
+        rt.command([sys.executable, "manage.py", *args]),
+        cwd=rt.source,
+        env=rt.child_env(child_env),
         capture_output=capture,
         text=True,
+        preexec_fn=_child_setup(rt.user, signal.SIGKILL),
+        umask=CHILD_UMASK,
     )
     if result.returncode != 0:
         detail = (result.stderr or "").strip().splitlines()[-1:] if capture else []
@@ -363,8 +609,8 @@ def manage(child_env: dict, *args: str, capture: bool = False) -> str:
 
 
 def hold_lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")  # noqa: SIM115 - held for the launcher's lifetime
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -381,9 +627,32 @@ def hold_lock(path: Path):
     return handle
 
 
+def data_dir(rt: Runtime) -> Path:
+    """WEFT_DATA_DIR, else ./.data — unless we are root and ./.data is inside a folder
+    the service user cannot enter (a clone in a 0700 folder): then a folder of its own
+    under /var/lib/weft, so that no folder of the user's needs loosening."""
+    default = env.DATA_DIR
+    if os.environ.get("WEFT_DATA_DIR") or rt.user is None:
+        return default
+    if closed_folder(default.parent, rt.user) is None:
+        return default
+    elsewhere = Path("/var/lib/weft") / f"{BASE_DIR.name}-{_key(str(BASE_DIR))[:8]}"
+    say(f"{default.parent} is closed to the service user '{rt.user.pw_name}': data in {elsewhere}")
+    return elsewhere
+
+
+def use_data_dir(data: Path) -> None:
+    """Make `data` the data dir of this process (the settings read it) and its children."""
+    os.environ["WEFT_DATA_DIR"] = str(data)
+    env.DATA_DIR = data
+
+
 def cmd_run() -> int:
-    cfg = check_environment()
-    data = env.DATA_DIR
+    rt = runtime()
+    data = data_dir(rt)
+    use_data_dir(data)
+    cfg = check_environment()  # first: a bad variable is the one line to show
+    prepare_data_dir(data, rt)
     lock = hold_lock(data / "launcher.lock")  # noqa: F841 - released when the process dies
     if not port_free(cfg["host"], cfg["port"]):
         raise LaunchError(
@@ -395,7 +664,7 @@ def cmd_run() -> int:
         )
 
     started = time.monotonic()
-    sup = Supervisor()
+    sup = Supervisor(rt)
     stopping = False
 
     def on_signal(signum, frame):
@@ -479,10 +748,17 @@ def cmd_test(pytest_args: list[str]) -> int:
             raise LaunchError(f"ruff {' '.join(lint)} failed (run `make format`)")
     ensure_chromium()
 
-    sup = Supervisor()
+    rt = runtime()
+    sup = Supervisor(rt)
     scratch = Path(tempfile.mkdtemp(prefix="weft-test-"))
     child_env = dict(os.environ)
     child_env.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # pytest and the processes the tests start must share one key (sessions), and
+    # children run as the service user keep whatever they write in the scratch dir.
+    child_env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
+    child_env.setdefault("WEFT_DATA_DIR", str(scratch))
+    if rt.user is not None:
+        prepare_data_dir(scratch, rt)
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt  # a CI timeout's SIGTERM tears services down like Ctrl-C

@@ -30,10 +30,12 @@ if not SECRET_KEY:
     else:
         import secrets
 
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
         SECRET_KEY = secrets.token_urlsafe(50)
-        _key_file.write_text(SECRET_KEY)
-        _key_file.chmod(0o600)
+        # 0600 from its creation: no moment when others could read it.
+        _fd = os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(_fd, "w") as _out:
+            _out.write(SECRET_KEY)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -33,6 +33,11 @@ def child_env(test_db_name: str, **extra: str) -> dict[str, str]:
     parts = urlsplit(env["DATABASE_URL"])
     env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{test_db_name}"))
     env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    # Sessions made in the test process must be valid in its children, which (as the
+    # service user, when the tests run as root) may not read this process's key file.
+    from django.conf import settings
+
+    env["SECRET_KEY"] = settings.SECRET_KEY
     env.update(extra)
     return env
 

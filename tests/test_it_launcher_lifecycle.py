@@ -18,11 +18,11 @@ from tests.support import BASE_DIR, free_port, wait_until
 
 
 class Launcher:
-    def __init__(self, env):
+    def __init__(self, env, python=sys.executable, cwd=BASE_DIR):
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "config.launcher", "run"],
-            cwd=BASE_DIR,
+            [python, "-m", "config.launcher", "run"],
+            cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -287,9 +287,14 @@ def runtime() -> Runtime:
 
 
 class Supervisor:
+    # A restartable child that exits this often within a minute is left down.
+    MAX_RESTARTS_PER_MINUTE = 5
+
     def __init__(self, runtime_: Runtime | None = None) -> None:
         self.children: list[tuple[str, subprocess.Popen, int]] = []
         self.runtime = runtime_ or runtime()
+        self.restartable: dict[str, dict] = {}
+        self.restarts: dict[str, list[float]] = {}
 
     def start(
         self,
@@ -300,7 +305,12 @@ class Supervisor:
         stop_signal: int = signal.SIGTERM,
         stdout=None,
         stderr=None,
+        restart: bool = False,
     ) -> subprocess.Popen:
+        if restart:
+            self.restartable[name] = dict(
+                args=args, env_vars=env_vars, stop_signal=stop_signal, stdout=stdout, stderr=stderr
+            )
         rt = self.runtime
         proc = subprocess.Popen(
             rt.command(args),
@@ -321,6 +331,25 @@ class Supervisor:
             if code is not None:
                 return name, code
         return None
+
+    def revive(self) -> list[str]:
+        """Start again the restartable children that exited — a Celery worker exits
+        when its broker goes away at the wrong moment (kombu 5.7 on a Redis restart) —
+        unless one keeps exiting. Returns the names started again."""
+        revived = []
+        for entry in list(self.children):
+            name, proc, _ = entry
+            if proc.poll() is None or name not in self.restartable:
+                continue
+            now = time.monotonic()
+            recent = [t for t in self.restarts.get(name, []) if now - t < 60]
+            if len(recent) >= self.MAX_RESTARTS_PER_MINUTE:
+                continue
+            self.restarts[name] = [*recent, now]
+            self.children.remove(entry)
+            self.start(name, **self.restartable[name], restart=True)
+            revived.append(name)
+        return revived
 
     def stop_all(self, timeout: float = 5.0) -> None:
         # Reverse start order: web and workers first, databases last.
@@ -690,12 +719,15 @@ def cmd_run() -> int:
 
         host, port = cfg["host"], cfg["port"]
         web = sup.start("web", web_command(host, port), env_vars=child_env)
-        sup.start("worker", worker_command(cfg["worker_concurrency"]), env_vars=child_env)
+        sup.start(
+            "worker", worker_command(cfg["worker_concurrency"]), env_vars=child_env, restart=True
+        )
         sup.start(
             "beat",
             [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "WARNING", "--pidfile=",
              "-s", str(data / "celerybeat-schedule")],
             env_vars=child_env,
+            restart=True,
         )  # fmt: skip
         import httpx
 
@@ -709,6 +741,8 @@ def cmd_run() -> int:
             f"ready at http://{host}:{port}/ after {time.monotonic() - started:.1f} s — Ctrl-C stops everything"
         )
         while not stopping:
+            for name in sup.revive():
+                say(f"{name} exited; started it again")
             gone = sup.exited()
             if gone:
                 say(f"{gone[0]} exited with code {gone[1]}; stopping")

@@ -71,7 +71,7 @@ def start_web(sup: Supervisor, env: dict, port: int):
     return f"http://127.0.0.1:{port}"
 
 
-def start_worker(sup: Supervisor, env: dict, log: Path, concurrency: int = 4):
+def start_worker(sup: Supervisor, env: dict, log: Path, concurrency: int = 4, restart=False):
     """A real Celery worker consuming the queue its environment sends generations to
     (WEFT_GENERATION_QUEUE, else Celery's default). Each test stack talks to its own
     engine, so it sets its own queue in the environment of both its web server and
@@ -84,6 +84,7 @@ def start_worker(sup: Supervisor, env: dict, log: Path, concurrency: int = 4):
         env_vars=env,
         stdout=handle,
         stderr=subprocess.STDOUT,
+        restart=restart,
     )  # fmt: skip
     wait_until(lambda: proc.poll() is None and b" ready." in log.read_bytes(), 60, "Celery worker")
     return proc

@@ -128,6 +128,8 @@ def stack():
             ).groups()
             stack.url = start_web(stack.app, stack.env, free_port())
             stack.start_worker()
+            if stack.rt.user is not None:  # run as root: the app runs as the service user
+                assert Path(f"/proc/{stack.worker.pid}").stat().st_uid == stack.rt.user.pw_uid
             stack.supervise()
             yield stack
     finally:

@@ -121,11 +121,16 @@ def closed_folder(path: Path, user: pwd.struct_passwd) -> Path | None:
 
 def give_to(path: Path, user: pwd.struct_passwd) -> None:
     """Hand one of our own folders (the data dir, a test scratch dir) to the service
-    user, with everything in it: it is where only that user's processes write."""
-    for root, dirs, files in os.walk(path):
-        for name in [root, *(os.path.join(root, d) for d in dirs),
-                     *(os.path.join(root, f) for f in files)]:  # fmt: skip
-            os.lchown(name, user.pw_uid, user.pw_gid)
+    user, with what we (root) made in it. The service user writes there, so this walks
+    by directory fds and never follows a symlink: a link it planted cannot turn root's
+    chown onto a file elsewhere."""
+    for _root, dirs, files, fd in os.fwalk(path, follow_symlinks=False):
+        if os.fstat(fd).st_uid != user.pw_uid:
+            os.fchown(fd, user.pw_uid, user.pw_gid)
+        for name in (*dirs, *files):
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if info.st_uid != user.pw_uid and not stat.S_ISDIR(info.st_mode):
+                os.chown(name, user.pw_uid, user.pw_gid, dir_fd=fd, follow_symlinks=False)
 
 
 def _key(*parts: object) -> str:
@@ -435,7 +440,9 @@ def postgres_bin() -> Path:
 
 def private_file(path: Path) -> int:
     """Open (append, create) a file only its owner can read — 0600 from the start."""
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    # O_NOFOLLOW: the data dir is the service user's; a link there must not make root
+    # append to a file elsewhere.
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
 
 
 def prepare_data_dir(path: Path, rt: Runtime) -> None:
@@ -452,18 +459,33 @@ def prepare_data_dir(path: Path, rt: Runtime) -> None:
             )
         give_to(path, rt.user)
     path.chmod(0o700)
-    for entry in path.iterdir():
-        if entry.is_file() and not entry.is_symlink():
-            entry.chmod(0o600)
+    folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for name in os.listdir(folder):
+            try:  # through an fd that cannot be a symlink: chmod never lands elsewhere
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
+            except OSError:
+                continue  # a symlink, a socket: not ours to change
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(folder)
 
 
 def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool) -> str:
     rt = sup.runtime
     bindir = rt.in_venv(postgres_bin())
     datadir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if rt.user is not None:
-        os.chown(datadir, rt.user.pw_uid, rt.user.pw_gid)
-    datadir.chmod(0o700)
+    folder = os.open(datadir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # never a link
+    try:
+        if rt.user is not None:
+            os.fchown(folder, rt.user.pw_uid, rt.user.pw_gid)
+        os.fchmod(folder, 0o700)
+    finally:
+        os.close(folder)
     if not (datadir / "PG_VERSION").exists():
         say(f"initialising PostgreSQL in {datadir}")
         # Trust only on the Unix socket, which lives in the 0700 data dir: only the
@@ -639,7 +661,7 @@ def manage(child_env: dict, *args: str, capture: bool = False) -> str:
 
 def hold_lock(path: Path):
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+")
+    handle = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600), "r+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -127,3 +127,27 @@ def test_it_runs_the_tests_there(closed_clone):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "1 passed" in result.stdout
     assert modes_on_the_way(clone) == before
+
+
+def test_it_follows_no_link_the_service_user_plants_in_its_data_dir(tmp_path):
+    from config.launcher import Supervisor, prepare_data_dir, runtime, start_postgres
+
+    rt = runtime()
+    data = Path(tempfile.mkdtemp(prefix="weft-links-"))
+    victim = tmp_path / "root-only"
+    victim.write_text("secret")
+    victim.chmod(0o644)
+    try:
+        prepare_data_dir(data, rt)
+        # What a compromised service process could leave for root's next start:
+        (data / "secret_key").symlink_to(victim)
+        (data / "pg").symlink_to(tmp_path)
+        before = tmp_path.stat()
+        prepare_data_dir(data, rt)
+        with pytest.raises(OSError):  # the Postgres folder is a link: refused, not followed
+            start_postgres(Supervisor(rt), data / "pg", durable=False)
+        assert victim.stat().st_uid == 0 and stat.S_IMODE(victim.stat().st_mode) == 0o644
+        after = tmp_path.stat()
+        assert (after.st_uid, after.st_mode) == (before.st_uid, before.st_mode)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)

@@ -453,7 +453,9 @@ def _claim(generation_id: int, run_token: str) -> Generation | None:
 def execute(generation_id: int) -> None:
     """Run one generation (the Celery task's body)."""
     run_token = uuid.uuid4().hex
-    generation = _claim(generation_id, run_token)
+    generation = with_db_retry(
+        lambda: _claim(generation_id, run_token), f"generation {generation_id}: claim", 30.0
+    )
     if generation is None:
         return
     publisher = GroupPublisher(generation.pk)

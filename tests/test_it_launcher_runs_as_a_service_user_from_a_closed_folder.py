@@ -93,11 +93,15 @@ def test_it_runs_every_child_as_the_service_user(closed_clone):
         assert health.status_code == 200 and health.json()["status"] == "ok", health.text
 
         weft = pwd.getpwnam(SERVICE_USER)
-        pids = descendants(launcher.proc.pid)
-        commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in pids}
+        seen = {}  # pid: (command line, real uid), for the processes alive now
+        for pid in descendants(launcher.proc.pid):
+            try:
+                seen[pid] = (Path(f"/proc/{pid}/cmdline").read_bytes(), real_uid(pid))
+            except FileNotFoundError:  # a short-lived one (a Postgres backend) ended
+                continue
         for needle in (b"postgres", b"redis-server", b"engine", b"uvicorn", b"worker", b"beat"):
-            assert any(needle in c for c in commands.values()), (needle, commands)
-        assert {real_uid(pid) for pid in pids} == {weft.pw_uid}, commands
+            assert any(needle in command for command, _ in seen.values()), (needle, seen)
+        assert {uid for _, uid in seen.values()} == {weft.pw_uid}, seen
 
         assert modes_on_the_way(clone) == before  # nothing loosened on the way
         assert stat.S_IMODE(data.stat().st_mode) == 0o700 and data.stat().st_uid == weft.pw_uid

@@ -256,7 +256,9 @@ def test_it_keeps_what_reached_the_worker(stack, fault):
                 30,
                 f"{seen_before} tokens (run {row(stack, generation_id)['state']})",
             )
-            published = watcher.text(0)
+            # The socket may join after the first tokens (the page then re-reads the
+            # result): what it saw streamed is a stretch of what the worker published.
+            published = "".join(watcher.tokens.get(0, []))
             act(stack, http, generation_id)
         else:
             published = ""
@@ -283,10 +285,10 @@ def test_it_keeps_what_reached_the_worker(stack, fault):
         assert len(saved) == 40  # every token that arrived before the cut
     elif fault == "worker SIGKILL":
         # Only what arrived after the last checkpoint can go with the process.
-        lost = len(published) - len(choice["text"])
+        lost = len(watcher.text(0)) - len(choice["text"])
         assert lost <= (CHECKPOINT_INTERVAL / TOKEN_DELAY + 10) * 8, lost
     else:
-        assert choice["text"].startswith(published)  # nothing the worker published is lost
+        assert published in choice["text"]  # nothing the worker published is lost
 
     usage = final["usage"]
     assert usage["completion_tokens"] == len(saved)

@@ -29,7 +29,6 @@ import resource
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -151,7 +150,7 @@ def main() -> None:
     args = ap.parse_args()
 
     sup = launcher.Supervisor()
-    scratch = Path(tempfile.mkdtemp(prefix="weft-bench-"))
+    scratch = launcher.scratch_dir("weft-bench-")  # as root, the services' user writes here
     try:
         launcher.start_postgres(sup, scratch / "pg", durable=False)
         launcher.ensure_database(scratch / "pg", "weft")

@@ -30,7 +30,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -219,7 +218,7 @@ def main() -> None:
     parser.add_argument("--no-llama", action="store_true")
     args = parser.parse_args()
 
-    scratch = Path(tempfile.mkdtemp(prefix="weft-bench-"))
+    scratch = launcher.scratch_dir("weft-bench-")  # as root, the services' user writes here
     sup = launcher.Supervisor()
     results = []
     try:

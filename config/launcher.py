@@ -475,8 +475,21 @@ def prepare_data_dir(path: Path, rt: Runtime) -> None:
         os.close(folder)
 
 
+def scratch_dir(prefix: str) -> Path:
+    """A throw-away folder for services (tests, benches), the children's to write in."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    prepare_data_dir(path, runtime())
+    return path
+
+
 def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool) -> str:
     rt = sup.runtime
+    closed = rt.user and closed_folder(datadir.parent, rt.user)
+    if closed:
+        raise LaunchError(
+            f"PostgreSQL runs as '{rt.user.pw_name}', which cannot enter {closed}: keep its "
+            "data in a folder made by prepare_data_dir() or scratch_dir()"
+        )
     bindir = rt.in_venv(postgres_bin())
     datadir.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder = os.open(datadir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)  # never a link
@@ -806,15 +819,13 @@ def cmd_test(pytest_args: list[str]) -> int:
 
     rt = runtime()
     sup = Supervisor(rt)
-    scratch = Path(tempfile.mkdtemp(prefix="weft-test-"))
+    scratch = scratch_dir("weft-test-")
     child_env = dict(os.environ)
     child_env.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     # pytest and the processes the tests start must share one key (sessions), and
     # children run as the service user keep whatever they write in the scratch dir.
     child_env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     child_env.setdefault("WEFT_DATA_DIR", str(scratch))
-    if rt.user is not None:
-        prepare_data_dir(scratch, rt)
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt  # a CI timeout's SIGTERM tears services down like Ctrl-C

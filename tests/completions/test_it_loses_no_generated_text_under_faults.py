@@ -20,7 +20,6 @@ import re
 import secrets
 import shutil
 import signal
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -44,10 +43,8 @@ class Stack:
     """Services the test can stop and start again, and the app processes on them."""
 
     def __init__(self) -> None:
-        self.scratch = Path(tempfile.mkdtemp(prefix="weft-faults-"))
+        self.scratch = launcher.scratch_dir("weft-faults-")
         self.rt = launcher.runtime()
-        if self.rt.user is not None:
-            launcher.prepare_data_dir(self.scratch, self.rt)
         self.services = Supervisor(self.rt)
         self.app = Supervisor(self.rt)
         self.pg = self.scratch / "pg"

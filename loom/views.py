@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models.functions import Left
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -15,6 +15,15 @@ from django.views.decorators.http import require_GET, require_POST
 from loom import generation as gen
 from loom.formats import exporters
 from loom.formats.importers import ImportRefused, import_file
+from loom.forms import (
+    ExportForm,
+    NewTreeForm,
+    SearchForm,
+    TagForm,
+    TextForm,
+    TitleForm,
+    first_error,
+)
 from loom.models import LoomError, Node, Tree
 from loom.reading import path_context, reader_context, token_view
 
@@ -41,15 +50,16 @@ def node_url(node: Node | int, tree: Tree) -> str:
 
 def trees(request):
     if request.method == "POST":
-        prompt = request.POST.get("prompt", "")
-        if not prompt.strip():
-            messages.error(request, "Write a prompt to start a tree from.")
+        form = NewTreeForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, first_error(form))
             return redirect("loom:trees")
         tree = Tree.objects.create_from_prompt(
-            request.user, prompt, title=request.POST.get("title", "")
+            request.user, form.cleaned_data["prompt"], title=form.cleaned_data["title"]
         )
         return redirect(node_url(tree.current_id, tree))
-    q = request.GET.get("q", "").strip()
+    search = SearchForm(request.GET)
+    q = search.cleaned_data["q"].strip() if search.is_valid() else ""
     hits = []
     if q:
         hits = (
@@ -64,8 +74,9 @@ def trees(request):
         "q": q,
         "hits": [(h, snippet(h.preview, q)) for h in hits],
         "formats": exporters.FORMATS,
+        "search_error": "" if search.is_valid() else first_error(search),
     }
-    if request.htmx and q:
+    if request.htmx and (q or ctx["search_error"]):
         return render(request, "loom/trees.html#search-results", ctx)
     return render(request, "loom/trees.html", ctx)
 
@@ -82,10 +93,12 @@ def snippet(text: str, q: str, width: int = 60) -> tuple[str, str, str]:
 @require_POST
 def tree_rename(request, tree_id: int):
     tree = owned_tree(request, tree_id)
-    title = request.POST.get("title", "").strip()
-    if title:
-        tree.title = title[:200]
-        tree.save(update_fields=["title", "updated_at"])
+    form = TitleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Not renamed: {first_error(form)}")
+        return redirect("loom:trees")
+    tree.title = form.cleaned_data["title"]
+    tree.save(update_fields=["title", "updated_at"])
     return redirect("loom:trees")
 
 
@@ -119,7 +132,8 @@ def tree_import(request):
         )
         return redirect("loom:trees")
     try:
-        made = import_file(request.user, upload.read(), filename=upload.name)
+        # Parsed from the upload as it is read: never the whole file as one object.
+        made = import_file(request.user, upload, filename=upload.name)
     except ImportRefused as exc:
         messages.error(request, f"Import refused: {exc}")
         return redirect("loom:trees")
@@ -189,9 +203,11 @@ def node_action(request, tree_id: int, node_id: int, action: str):
     focus = node
     try:
         if action == "edit":
-            focus = node.edit(post.get("text", ""), as_sibling=bool(post.get("as_sibling")))
+            focus = node.edit(
+                _valid(TextForm, post)["text"], as_sibling=bool(post.get("as_sibling"))
+            )
         elif action == "child":
-            focus = node.add_child(post.get("text", ""))
+            focus = node.add_child(_valid(TextForm, post)["text"])
         elif action == "split":
             focus = node.split(_int(post.get("offset"), "offset"))
         elif action == "merge":
@@ -210,9 +226,9 @@ def node_action(request, tree_id: int, node_id: int, action: str):
         elif action == "archive":
             node.toggle_archive()
         elif action == "tag":
-            node.add_tag(post.get("tag", ""))
+            node.add_tag(_valid(TagForm, post)["tag"])
         elif action == "untag":
-            node.remove_tag(post.get("tag", ""))
+            node.remove_tag(_valid(TagForm, post)["tag"])
         elif action == "alternative":
             focus = _alternative(node, post)
         else:
@@ -221,6 +237,13 @@ def node_action(request, tree_id: int, node_id: int, action: str):
         node.refresh_from_db()
         return _after(request, tree, node, error=str(exc))
     return _after(request, tree, focus)
+
+
+def _valid(form_class, data) -> dict:
+    form = form_class(data)
+    if not form.is_valid():
+        raise LoomError(first_error(form))
+    return form.cleaned_data
 
 
 def _int(value, name: str) -> int:
@@ -291,7 +314,8 @@ def show_archived(request, tree_id: int, node_id: int):
 @require_GET
 def tree_search(request, tree_id: int):
     tree = owned_tree(request, tree_id)
-    q = request.GET.get("q", "").strip()
+    search = SearchForm(request.GET)
+    q = search.cleaned_data["q"].strip() if search.is_valid() else ""
     hits = []
     if q:
         rows = (
@@ -301,7 +325,10 @@ def tree_search(request, tree_id: int):
             .order_by("id")[:50]
         )
         hits = [(h, snippet(h.preview, q)) for h in rows]
-    return render(request, "loom/tree.html#tree-search", {"tree": tree, "q": q, "hits": hits})
+    ctx = {"tree": tree, "q": q, "hits": hits}
+    if not search.is_valid():
+        ctx["search_error"] = first_error(search)
+    return render(request, "loom/tree.html#tree-search", ctx)
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -314,7 +341,12 @@ def export(request, tree_id: int, fmt: str):
         raise Http404("unknown format")
     suffix, content_type, _label = exporters.FORMATS[fmt]
     if fmt in ("txt", "md"):
-        node = owned_node(tree, int(request.GET.get("node") or tree.current_id or tree.root.pk))
+        form = ExportForm(request.GET)
+        if not form.is_valid():
+            return HttpResponseBadRequest(
+                f"Export refused: {first_error(form)}", content_type="text/plain; charset=utf-8"
+            )
+        node = owned_node(tree, form.cleaned_data["node"] or tree.current_id or tree.root.pk)
         chunks = exporters.path_text(node) if fmt == "txt" else exporters.path_markdown(tree, node)
     else:
         chunks = {

@@ -1,15 +1,22 @@
 """Import a tree file: detect the format, turn it into flat records in
 parent-before-child order (iteratively: no recursion limit on deep trees),
 check everything, then write it in one transaction. Any problem raises
-ImportRefused naming what is wrong, and nothing is created."""
+ImportRefused naming what is wrong, and nothing is created.
+
+Files are read with ijson (loom.formats.jsonstream), never json.loads: Weft JSON
+node by node, JSONL line by line, pyloom's nesting event by event with an
+explicit stack. Only the flat formats (loomsidian, exoloom, MiniLoom) are built
+as one document, and only their top-level keys are read before the format is
+known."""
 
 from __future__ import annotations
 
-import json
+import io
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 from diff_match_patch import diff_match_patch
 from django.db import connection, transaction
@@ -17,6 +24,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from loom.formats.exporters import WEFT_FORMAT
+from loom.formats.jsonstream import Events, JSONRefused
 from loom.models import NODE_TABLE, Author, Node, Tree
 
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
@@ -27,7 +35,7 @@ class ImportRefused(ValueError):
     """The file cannot be imported; the message says why."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Rec:
     key: str
     parent: str | None
@@ -55,44 +63,83 @@ class Parsed:
 # --- entry point ---------------------------------------------------------------------
 
 
-def import_file(owner, data: bytes, *, filename: str = "") -> list[Tree]:
-    """Parse and store; returns the new trees (a loomsidian file may hold several notes)."""
+def import_file(owner, data: bytes | IO[bytes], *, filename: str = "") -> list[Tree]:
+    """Parse and store; returns the new trees (a loomsidian file may hold several notes).
+    `data` is the file's bytes or a binary file (an upload), read incrementally."""
     parsed = parse(data, filename=filename)
     with transaction.atomic():
         return [write_tree(owner, p) for p in parsed]
 
 
-def parse(data: bytes, *, filename: str = "") -> list[Parsed]:
-    if len(data) > MAX_IMPORT_BYTES:
-        raise ImportRefused(
-            f"The file is {len(data):,} bytes; the limit is {MAX_IMPORT_BYTES:,} bytes."
-        )
-    if not data.strip():
+def file_size(source: IO[bytes]) -> int:
+    at = source.tell()
+    size = source.seek(0, os.SEEK_END)
+    source.seek(at)
+    return size
+
+
+def parse(data: bytes | IO[bytes], *, filename: str = "") -> list[Parsed]:
+    source = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
+    source.seek(0)
+    size = file_size(source)
+    if size > MAX_IMPORT_BYTES:
+        raise ImportRefused(f"The file is {size:,} bytes; the limit is {MAX_IMPORT_BYTES:,} bytes.")
+    if not source.read(64 * 1024).strip():
         raise ImportRefused("The file is empty.")
+    source.seek(0)
+    base = filename.rsplit("/", 1)[-1].split(".", 1)[0] or "Imported tree"
     try:
-        doc = json.loads(data)
-    except UnicodeDecodeError:
-        raise ImportRefused("The file is not UTF-8 text.") from None
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno}, column {exc.colno}"
-        text = exc.doc
-        runs_to_end = exc.msg.startswith("Unterminated string") and "\n" not in text[exc.pos :]
-        if exc.pos >= len(text.rstrip()) - 1 or runs_to_end:
-            raise ImportRefused(f"The file ends early ({where}): it looks truncated.") from None
-        raise ImportRefused(f"The file is not valid JSON at {where}: {exc.msg}.") from None
-    except RecursionError:
-        raise ImportRefused("The file nests JSON too deeply to read.") from None
-    fmt = detect(doc)
-    base = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0] or "Imported tree"
-    if fmt == "weft":
-        return [parse_weft(doc)]
-    if fmt == "pyloom":
-        return [parse_pyloom(doc, base)]
-    if fmt == "loomsidian":
-        return parse_loomsidian(doc)
-    if fmt == "exoloom":
-        return [parse_exoloom(doc, base)]
-    return [parse_miniloom(doc, base)]
+        if filename.lower().endswith((".jsonl", ".ndjson")):
+            return [parse_jsonl(source, base)]
+        head = read_head(Events(source))
+        fmt = detect(head)
+        if fmt in ("weft", "pyloom"):
+            source.seek(0)
+            events = Events(source)
+            if fmt == "weft":
+                return [parse_weft(events, head)]
+            return [parse_pyloom(events, base, bare=not _is_map(head.get("root")))]
+        if fmt == "loomsidian":
+            return parse_loomsidian(head)
+        if fmt == "exoloom":
+            return [parse_exoloom(head, base)]
+        return [parse_miniloom(head, base)]
+    except JSONRefused as exc:
+        raise ImportRefused(str(exc)) from None
+
+
+class Deferred:
+    """A top-level value read past while detecting the format (pyloom's root,
+    Weft's nodes): the streaming parser reads it on its own pass."""
+
+    def __init__(self, event: str) -> None:
+        self.is_map = event == "start_map"
+
+
+_DEFERRED_KEYS = {"root", "nodes", "children"}
+
+
+def read_head(events: Events) -> dict[str, Any]:
+    """The top-level object with its big keys left unread."""
+    event, _ = next(events)
+    if event != "start_map":
+        events.skip((event, _))
+        events.end()
+        return {}
+    head: dict[str, Any] = {}
+    for event, key in events:
+        if event == "end_map":
+            break
+        if key in _DEFERRED_KEYS:
+            head[key] = Deferred(events.skip())
+        else:
+            head[key] = events.value()
+    events.end()
+    return head
+
+
+def _is_map(value: Any) -> bool:
+    return isinstance(value, dict) or (isinstance(value, Deferred) and value.is_map)
 
 
 def detect(doc: Any) -> str:
@@ -105,11 +152,13 @@ def detect(doc: Any) -> str:
             return "exoloom"
         if isinstance(doc.get("loomTree"), dict):
             return "miniloom"
-        if isinstance(doc.get("state"), dict) and all(
-            isinstance(v, dict) and "nodes" in v for v in doc["state"].values()
+        if (
+            isinstance(doc.get("state"), dict)
+            and doc["state"]
+            and all(isinstance(v, dict) and "nodes" in v for v in doc["state"].values())
         ):
             return "loomsidian"
-        if isinstance(doc.get("root"), dict) or ("text" in doc and "children" in doc):
+        if _is_map(doc.get("root")) or ("text" in doc and "children" in doc):
             return "pyloom"
     raise ImportRefused(
         "Unrecognised file: expected Weft JSON, pyloom JSON (a 'root' node), loomsidian "
@@ -152,10 +201,10 @@ def _when(value: Any) -> datetime | None:
     if isinstance(value, str):
         try:
             parsed = parse_datetime(value)
-        except ValueError:
+            if parsed is not None and timezone.is_naive(parsed):
+                parsed = timezone.make_aware(parsed, UTC)
+        except (ValueError, OverflowError):
             return None
-        if parsed is not None and timezone.is_naive(parsed):
-            parsed = timezone.make_aware(parsed, UTC)
         return parsed
     return None
 
@@ -211,72 +260,151 @@ def _check_size(n: int) -> None:
 
 # --- Weft JSON ---------------------------------------------------------------------------
 
-_WEFT_FIELDS = {
-    "position": int,
-    "checkpoint": str,
-    "request_id": str,
-    "finish_reason": str,
-    "visited_at": str,
-    "params": object,
-    "seed": int,
-    "logprobs": object,
+# Each optional Weft column: its type and the range its database column holds.
+_WEFT_FIELDS: dict[str, tuple[type, int | None, int | None]] = {
+    "position": (int, 0, 2**31 - 1),
+    "checkpoint": (str, None, Node._meta.get_field("checkpoint").max_length),
+    "request_id": (str, None, Node._meta.get_field("request_id").max_length),
+    "finish_reason": (str, None, Node._meta.get_field("finish_reason").max_length),
+    "visited_at": (str, None, 64),
+    "params": (dict, None, None),
+    "seed": (int, -(2**63), 2**63 - 1),
+    "logprobs": (dict, None, None),
 }
 
 
-def parse_weft(doc: dict) -> Parsed:
+def _weft_field(key: str, name: str, value: Any) -> Any:
+    kind, low, high = _WEFT_FIELDS[name]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ImportRefused(f"Node {key!r}: {name} must be {_KIND_NAMES[kind]}.")
+    if kind is int and not low <= value <= high:
+        raise ImportRefused(f"Node {key!r}: {name} must be between {low:,} and {high:,}.")
+    if kind is str and len(value) > high:
+        raise ImportRefused(f"Node {key!r}: {name} is longer than {high} characters.")
+    if name == "logprobs":
+        _check_logprobs(key, value)
+    return value
+
+
+_KIND_NAMES = {int: "an integer", str: "a string", dict: "an object"}
+
+
+def _check_logprobs(key: str, lp: dict) -> None:
+    """The completions logprobs block the token view reads: parallel lists of
+    token strings, logprobs (numbers or null) and top-k dicts (or null)."""
+    tokens, values, tops = lp.get("tokens"), lp.get("token_logprobs"), lp.get("top_logprobs")
+    problem = ""
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        problem = "tokens must be a list of strings"
+    elif values is not None and (
+        not isinstance(values, list)
+        or len(values) != len(tokens)
+        or not all(v is None or _is_number(v) for v in values)
+    ):
+        problem = "token_logprobs must be a list of numbers, one per token"
+    elif tops is not None and (
+        not isinstance(tops, list)
+        or len(tops) != len(tokens)
+        or not all(
+            t is None or (isinstance(t, dict) and all(_is_number(v) for v in t.values()))
+            for t in tops
+        )
+    ):
+        problem = "top_logprobs must be a list of {token: logprob} objects, one per token"
+    if problem:
+        raise ImportRefused(f"Node {key!r}: logprobs: {problem}.")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def parse_weft(events: Events, doc: dict) -> Parsed:
+    """Weft JSON, one node object in memory at a time (plus the records)."""
     if doc.get("version") != 1:
         raise ImportRefused(f"Unsupported Weft JSON version {doc.get('version')!r} (expected 1).")
     head = _dict(doc.get("tree"), "'tree'")
-    nodes = doc.get("nodes")
-    if not isinstance(nodes, list):
+    if not isinstance(doc.get("nodes"), Deferred):
         raise ImportRefused("'nodes' must be a list.")
-    _check_size(len(nodes))
     records: dict[str, Rec] = {}
-    for i, n in enumerate(nodes):
-        n = _dict(n, f"nodes[{i}]")
-        key = _key(n.get("id"), f"nodes[{i}].id")
-        if key in records:
-            raise ImportRefused(f"Node id {key!r} appears twice.")
-        parent = n.get("parent_id")
-        author = n.get("author", Author.HUMAN)
-        if author not in Author.values:
-            raise ImportRefused(f"Node {key!r}: author must be 'human' or 'model'.")
-        extra_fields = {}
-        for name, kind in _WEFT_FIELDS.items():
-            if n.get(name) is None:
-                continue
-            if kind is not object and (not isinstance(n[name], kind) or isinstance(n[name], bool)):
-                raise ImportRefused(f"Node {key!r}: {name} must be {kind.__name__}.")
-            extra_fields[name] = n[name]
-        if "visited_at" in extra_fields:
-            extra_fields["visited_at"] = _when(extra_fields["visited_at"])
-        tags = n.get("tags") or []
-        if not isinstance(tags, list):
-            raise ImportRefused(f"Node {key!r}: tags must be a list.")
-        records[key] = Rec(
-            key=key,
-            parent=None if parent is None else _key(parent, f"node {key!r} parent_id"),
-            text=_str(n.get("text"), f"Node {key!r}: text"),
-            author=author,
-            bookmarked=bool(n.get("bookmarked")),
-            archived=bool(n.get("archived")),
-            tags=tags,
-            extra=_dict(n.get("extra") or {}, f"Node {key!r}: extra"),
-            source_id=_str(n.get("source_id") or "", f"Node {key!r}: source_id"),
-            created_at=_when(n.get("created_at")),
-            fields=extra_fields,
-        )
-    ordered = order_flat(records)
-    if sum(1 for r in ordered if r.parent is None) != 1:
-        raise ImportRefused("A Weft tree has exactly one root node.")
+    events.expect("start_map", "The file")
+    for _event, key in events:
+        if _event == "end_map":
+            break
+        if key != "nodes":
+            events.skip()
+            continue
+        events.expect("start_array", "'nodes'")
+        for i, first in enumerate(events):
+            if first[0] == "end_array":
+                break
+            _weft_record(records, i, events.value(first))
+            _check_size(len(records))
+    events.end()
     current = head.get("current")
     return Parsed(
         fmt="weft",
         title=_str(head.get("title") or "Imported tree", "tree.title"),
-        records=ordered,
+        records=_weft_order(records),
         settings=_dict(head.get("settings") or {}, "tree.settings"),
         extra=_dict(head.get("extra") or {}, "tree.extra"),
         current=None if current is None else str(current),
+    )
+
+
+def parse_jsonl(source: IO[bytes], title: str) -> Parsed:
+    """Weft's JSONL export: one node object per line."""
+    records: dict[str, Rec] = {}
+    for number, line in enumerate(source, start=1):
+        if not line.strip():
+            continue
+        try:
+            events = Events(io.BytesIO(line))
+            node = events.value()
+            events.end()
+        except JSONRefused as exc:
+            raise ImportRefused(f"Line {number}: {exc}") from None
+        _weft_record(records, number - 1, node)
+        _check_size(len(records))
+    return Parsed(fmt="jsonl", title=title, records=_weft_order(records))
+
+
+def _weft_order(records: dict[str, Rec]) -> list[Rec]:
+    ordered = order_flat(records)
+    if sum(1 for r in ordered if r.parent is None) != 1:
+        raise ImportRefused("A Weft tree has exactly one root node.")
+    return ordered
+
+
+def _weft_record(records: dict[str, Rec], i: int, n: Any) -> None:
+    n = _dict(n, f"nodes[{i}]")
+    key = _key(n.get("id"), f"nodes[{i}].id")
+    if key in records:
+        raise ImportRefused(f"Node id {key!r} appears twice.")
+    parent = n.get("parent_id")
+    author = n.get("author", Author.HUMAN)
+    if author not in Author.values:
+        raise ImportRefused(f"Node {key!r}: author must be 'human' or 'model'.")
+    extra_fields = {
+        name: _weft_field(key, name, n[name]) for name in _WEFT_FIELDS if n.get(name) is not None
+    }
+    if "visited_at" in extra_fields:
+        extra_fields["visited_at"] = _when(extra_fields["visited_at"])
+    tags = n.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ImportRefused(f"Node {key!r}: tags must be a list of strings.")
+    records[key] = Rec(
+        key=key,
+        parent=None if parent is None else _key(parent, f"node {key!r} parent_id"),
+        text=_str(n.get("text"), f"Node {key!r}: text"),
+        author=author,
+        bookmarked=bool(n.get("bookmarked")),
+        archived=bool(n.get("archived")),
+        tags=tags,
+        extra=_dict(n.get("extra") or {}, f"Node {key!r}: extra"),
+        source_id=_str(n.get("source_id") or "", f"Node {key!r}: source_id"),
+        created_at=_when(n.get("created_at")),
+        fields=extra_fields,
     )
 
 
@@ -285,62 +413,122 @@ def parse_weft(doc: dict) -> Parsed:
 _PYLOOM_OWN = {"id", "text", "children", "parent_id", "tags"}
 
 
-def parse_pyloom(doc: dict, title: str) -> Parsed:
-    root = doc["root"] if "root" in doc else doc
-    top = {k: v for k, v in doc.items() if k != "root"} if "root" in doc else {}
-    records: list[Rec] = []
-    seen: set[str] = set()
-    # Explicit stack of (node, parent key, path for messages).
-    stack: list[tuple[Any, str | None, str]] = [(root, None, "root")]
-    while stack:
-        node, parent, where = stack.pop()
-        node = _dict(node, where)
-        key = _key(node.get("id", f"\0{len(records)}"), f"{where}.id")
-        if key in seen:
-            raise ImportRefused(f"Node id {key!r} appears twice ({where}).")
-        seen.add(key)
-        text = _str(node.get("text", ""), f"{where}.text ({key})")
-        children = node.get("children", [])
-        if not isinstance(children, list):
-            raise ImportRefused(f"{where}.children ({key}) must be a list.")
-        tags = node.get("tags") or []
-        if not isinstance(tags, list):
-            raise ImportRefused(f"{where}.tags ({key}) must be a list.")
-        meta = node.get("meta") if isinstance(node.get("meta"), dict) else {}
-        is_model = meta.get("source") == "AI" or "generation" in node
-        gen = node.get("generation") if isinstance(node.get("generation"), dict) else {}
-        fields = {}
-        if is_model:
-            fields = {
-                "checkpoint": str(gen.get("model") or "")[:300],
-                "request_id": str(gen.get("id") or "")[:200],
-            }
-        records.append(
-            Rec(
-                key=key,
-                parent=parent,
-                text=text,
-                author=Author.MODEL if is_model else Author.HUMAN,
-                bookmarked="bookmark" in tags,
-                archived="archived" in tags,
-                tags=[t for t in tags if t not in ("bookmark", "archived")],
-                extra={k: v for k, v in node.items() if k not in _PYLOOM_OWN},
-                source_id=key if "id" in node else "",
-                created_at=_when(meta.get("creation_timestamp")),
-                fields=fields,
-            )
-        )
-        _check_size(len(records) + len(stack))
-        for i in range(len(children) - 1, -1, -1):
-            stack.append((children[i], key, f"{where}.children[{i}]"))
+class _Frame:
+    """A pyloom node being read: its slot in `records`, its keys so far, and
+    whether the walk is inside its children list."""
+
+    __slots__ = ("index", "parent", "fields", "in_children", "kids")
+
+    def __init__(self, index: int, parent: int | None) -> None:
+        self.index = index
+        self.parent = parent
+        self.fields: dict[str, Any] = {}
+        self.in_children = False
+        self.kids = 0
+
+
+def parse_pyloom(events: Events, title: str, *, bare: bool = False) -> Parsed:
+    """pyloom's nested tree, event by event. A node's record takes its preorder
+    slot when its object opens and is filled when it closes (its keys may come
+    after its children); depth costs one frame, never recursion."""
+    records: list[Rec | None] = []
+    by_source: dict[str, str] = {}
+    top: dict[str, Any] = {}
+    stack: list[_Frame] = []
+
+    def where() -> str:
+        return "root" + "".join(f".children[{f.kids - 1}]" for f in stack[:-1])
+
+    def open_node(parent: int | None) -> None:
+        records.append(None)
+        _check_size(len(records))
+        stack.append(_Frame(len(records) - 1, parent))
+
+    events.expect("start_map", "The file")
+    if bare:  # a bare {text, children} node: the top-level object is the root
+        open_node(None)
+    for event, value in events:
+        if not stack:
+            if bare or event == "end_map":
+                break
+            if event == "map_key" and value == "root":
+                first = next(events)
+                if first[0] != "start_map":
+                    raise ImportRefused("root must be an object.")
+                open_node(None)
+            elif event == "map_key":
+                top[value] = events.value()
+            continue
+        frame = stack[-1]
+        if frame.in_children:
+            if event == "end_array":
+                frame.in_children = False
+            elif event == "start_map":
+                frame.kids += 1
+                open_node(frame.index)
+            else:
+                raise ImportRefused(f"{where()}.children[{frame.kids}] must be an object.")
+            continue
+        if event == "map_key" and value == "children":
+            first = next(events)
+            if first[0] == "start_array":
+                frame.in_children = True
+            elif first[0] != "null":
+                events.skip(first)
+                raise ImportRefused(
+                    f"{where()}.children ({frame.fields.get('id', '?')}) must be a list."
+                )
+        elif event == "map_key":
+            frame.fields[value] = events.value()
+        elif event == "end_map":
+            records[frame.index] = _pyloom_record(frame, where(), by_source)
+            stack.pop()
+    events.end()
     current = top.get("selected_node_id")
     return Parsed(
         fmt="pyloom",
         title=title,
-        records=records,
+        records=[r for r in records if r is not None],
         settings=_pyloom_settings(top.get("generation_settings")),
         extra={"pyloom": top} if top else {},
-        current=current if isinstance(current, str) else None,
+        current=by_source.get(current) if isinstance(current, str) else None,
+    )
+
+
+def _pyloom_record(frame: _Frame, where: str, by_source: dict[str, str]) -> Rec:
+    node = frame.fields
+    internal = f"\0{frame.index}"
+    source = _key(node["id"], f"{where}.id") if "id" in node else ""
+    if source:
+        if source in by_source:
+            raise ImportRefused(f"Node id {source!r} appears twice ({where}).")
+        by_source[source] = internal
+    label = source or "no id"
+    text = _str(node.get("text", ""), f"{where}.text ({label})")
+    tags = node.get("tags") or []
+    if not isinstance(tags, list):
+        raise ImportRefused(f"{where}.tags ({label}) must be a list.")
+    meta = node.get("meta") if isinstance(node.get("meta"), dict) else {}
+    is_model = meta.get("source") == "AI" or "generation" in node
+    gen = node.get("generation") if isinstance(node.get("generation"), dict) else {}
+    fields = {}
+    if is_model:
+        fields = {
+            "checkpoint": str(gen.get("model") or "")[:300],
+            "request_id": str(gen.get("id") or "")[:200],
+        }
+    return Rec(
+        key=internal,
+        parent=None if frame.parent is None else f"\0{frame.parent}",
+        text=text,
+        author=Author.MODEL if is_model else Author.HUMAN,
+        bookmarked="bookmark" in tags,
+        archived="archived" in tags,
+        tags=[t for t in tags if t not in ("bookmark", "archived")],
+        extra={k: v for k, v in node.items() if k not in _PYLOOM_OWN},
+        source_id=source,
+        created_at=_when(meta.get("creation_timestamp")),
+        fields=fields,
     )
 
 
@@ -493,10 +681,15 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
             },
         )
     ordered = order_flat(records, order)
-    full: dict[str, str] = {}
-    remaining_kids = {k: len(order.get(k, [])) for k in records}
+    path = _TextPath()
     for rec in ordered:
-        base = full[rec.parent] if rec.parent is not None else ""
+        path.cut_to(rec.parent)
+        segment = _appended(dmp, patches[rec.key], path, rec.key)
+        if segment is not None:
+            rec.text = segment
+            path.push(rec.key, segment, full=False)
+            continue
+        base = path.text()
         try:
             text, ok = dmp.patch_apply(dmp.patch_fromText(patches[rec.key]), base)
         except ValueError as exc:
@@ -505,16 +698,11 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
             raise ImportRefused(f"Node {rec.key!r}: its patch does not apply to its parent's text.")
         if text.startswith(base):
             rec.text = text[len(base) :]
+            path.push(rec.key, rec.text, full=False)
         else:
             rec.text = text[_common_prefix(base, text) :]
             rec.extra["full_text"] = text
-        full[rec.key] = text
-        # Drop a parent's full text once its last child is built: memory stays
-        # proportional to the open branch, not the whole tree.
-        if rec.parent is not None:
-            remaining_kids[rec.parent] -= 1
-            if remaining_kids[rec.parent] <= 0:
-                full.pop(rec.parent, None)
+            path.push(rec.key, text, full=True)
     focus = doc.get("focus")
     focus_id = focus.get("id") if isinstance(focus, dict) else focus
     return Parsed(
@@ -524,6 +712,80 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
         extra={"miniloom": {"focus": focus_id}},
         current=str(focus_id) if isinstance(focus_id, str | int) else None,
     )
+
+
+class _TextPath:
+    """The full text along the walk's current path, kept as the segments each
+    node adds (or a node's whole text, where it rewrote its parent's). Moving
+    to a node cuts the path back to its parent, so memory is one path and a
+    node that only appends costs its own patch, not its depth."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.parts: list[str] = []
+        self.lengths: list[int] = []  # full text length at each level
+        self.full_at: list[int] = []  # levels whose part is a whole text
+
+    def cut_to(self, key: str | None) -> None:
+        while self.keys and self.keys[-1] != key:
+            self.keys.pop()
+            self.parts.pop()
+            self.lengths.pop()
+            if self.full_at and self.full_at[-1] >= len(self.keys):
+                self.full_at.pop()
+
+    def push(self, key: str, part: str, *, full: bool) -> None:
+        if full:
+            self.full_at.append(len(self.keys))
+        self.lengths.append(len(part) if full else self.length() + len(part))
+        self.keys.append(key)
+        self.parts.append(part)
+
+    def length(self) -> int:
+        return self.lengths[-1] if self.lengths else 0
+
+    def tail(self, n: int) -> str:
+        """The last n characters: reads back only as many parts as that takes."""
+        got: list[str] = []
+        size = 0
+        start = self.full_at[-1] if self.full_at else 0
+        for i in range(len(self.parts) - 1, start - 1, -1):
+            if size >= n:
+                break
+            got.append(self.parts[i])
+            size += len(self.parts[i])
+        return "".join(reversed(got))[-n:] if n else ""
+
+    def text(self) -> str:
+        start = self.full_at[-1] if self.full_at else 0
+        return "".join(self.parts[start:])
+
+
+def _appended(dmp: diff_match_patch, patch_text: str, path: _TextPath, key: str) -> str | None:
+    """What the patch adds when it only appends to the parent's text (how a
+    MiniLoom child usually extends its parent), read from the patch alone:
+    one hunk ending at the parent's end whose context matches the parent's
+    tail. None for any other patch, which is then applied in full."""
+    try:
+        patches = dmp.patch_fromText(patch_text)
+    except ValueError as exc:
+        raise ImportRefused(f"Node {key!r}: its patch cannot be read ({exc}).") from None
+    if not patches:
+        return ""
+    if len(patches) != 1:
+        return None
+    patch = patches[0]
+    diffs = patch.diffs
+    if not diffs or diffs[-1][0] != dmp.DIFF_INSERT or len(diffs) > 2:
+        return None
+    context = diffs[0][1] if len(diffs) == 2 else ""
+    if len(diffs) == 2 and diffs[0][0] != dmp.DIFF_EQUAL:
+        return None
+    if patch.length1 != len(context) or patch.start1 + patch.length1 != path.length():
+        return None
+    if path.tail(len(context)) != context:
+        return None
+    return diffs[-1][1]
 
 
 def _common_prefix(a: str, b: str) -> int:

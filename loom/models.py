@@ -36,6 +36,10 @@ class LoomError(Exception):
     """An operation that makes no sense for this node (shown to the user)."""
 
 
+class UndoRefused(Exception):
+    """Undoing this step would delete text that nothing else keeps."""
+
+
 # --- trees ----------------------------------------------------------------------
 
 
@@ -133,16 +137,25 @@ class Tree(models.Model):
             self.undo_log.filter(id__lt=keep[-1]).delete()
         self.touch()
 
-    @transaction.atomic
     def undo(self) -> tuple[str, int | None] | None:
-        """Revert the last logged operation; returns (label, node id to show) or None."""
-        entry = self.undo_log.select_for_update().order_by("-id").first()
-        if entry is None:
-            return None
-        focus = _UNDO[entry.action](self, entry.data)
-        entry.delete()
-        self.touch()
-        return entry.label, focus
+        """Revert the last logged operation; returns (label, node id to show) or
+        None, or raises LoomError when the step would delete text nothing else
+        keeps (the step is then dropped, so it does not block earlier ones)."""
+        with transaction.atomic():
+            entry = self.undo_log.select_for_update().order_by("-id").first()
+            if entry is None:
+                return None
+            try:
+                with transaction.atomic():
+                    focus = _UNDO[entry.action](self, entry.data)
+            except UndoRefused as exc:
+                refused = f"Not undone ({entry.label}): {exc}"
+                entry.delete()
+            else:
+                entry.delete()
+                self.touch()
+                return entry.label, focus
+        raise LoomError(refused)
 
 
 def _copy_columns() -> list[str]:
@@ -644,7 +657,36 @@ def node_from_record(record: dict) -> Node:
 
 
 def _undo_add(tree: Tree, data: dict) -> int | None:
+    # Children logged after the add are undone before it; any left here came
+    # without an undo step of their own, and the delete would cascade to them.
+    if Node.objects.filter(parent_id=data["node"], tree=tree).exists():
+        raise UndoRefused(
+            f"node {data['node']} has children now; the step was dropped and nothing deleted."
+        )
     Node.objects.filter(pk=data["node"], tree=tree).delete()
+    return data.get("focus")
+
+
+def _undo_attach(tree: Tree, data: dict) -> int | None:
+    """Take a generation's nodes out again and hand it back to Recover, which
+    can attach it anywhere: the text stays in its checkpoint."""
+    from completions.models import Generation
+
+    ids = data["nodes"]
+    alive = Generation.objects.filter(
+        pk=data["generation"], expires_at__gt=timezone.now()
+    ).select_for_update()
+    generation = alive.first()
+    if generation is None:
+        raise UndoRefused(
+            "the generation's checkpoint has expired, so its nodes are its only copy; "
+            "delete them yourself if you want them gone."
+        )
+    if Node.objects.filter(parent_id__in=ids).exclude(id__in=ids).exists():
+        raise UndoRefused("its nodes have children now; nothing was deleted.")
+    Node.objects.filter(id__in=ids, tree=tree).delete()
+    target = {**(generation.target or {}), "detached": True}
+    alive.update(claimed_at=None, target=target)
     return data.get("focus")
 
 
@@ -706,6 +748,7 @@ def _undo_delete(tree: Tree, data: dict) -> int | None:
 
 _UNDO = {
     "add": _undo_add,
+    "attach": _undo_attach,
     "edit": _undo_edit,
     "bookmark": _undo_bookmark,
     "archive": _undo_archive,

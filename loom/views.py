@@ -275,7 +275,11 @@ def _alternative(node: Node, post) -> Node:
 @require_POST
 def undo(request, tree_id: int):
     tree = owned_tree(request, tree_id)
-    done = tree.undo()
+    error = ""
+    try:
+        done = tree.undo()
+    except LoomError as exc:
+        done, error = None, str(exc)
     tree.refresh_from_db()
     focus_id = done[1] if done else None
     node = (
@@ -283,11 +287,17 @@ def undo(request, tree_id: int):
         or Node.objects.filter(pk=tree.current_id, tree=tree).first()
         or tree.root
     )
+    notice = f"Undid: {done[0]}." if done else "Nothing to undo."
     if not request.htmx:
-        messages.info(request, f"Undid: {done[0]}." if done else "Nothing to undo.")
+        if error:
+            messages.error(request, error)
+        else:
+            messages.info(request, notice)
         return redirect(node_url(node, tree))
     Tree.objects.filter(pk=tree.pk).update(current=node)
-    return _reader(request, tree, node, notice=f"Undid: {done[0]}." if done else "Nothing to undo.")
+    if error:
+        return _reader(request, tree, node, status=INVALID, error=error)
+    return _reader(request, tree, node, notice=notice)
 
 
 @require_GET
@@ -399,6 +409,8 @@ def generate(request, tree_id: int, node_id: int):
         generation = gen.start(request.user, tree, node, data)
     except gen.FormInvalid as exc:
         ctx["errors"] = exc.errors
+    except LoomError as exc:
+        ctx["errors"] = [str(exc)]
     except ParamsInvalid as exc:
         ctx["errors"] = [f"{e.field}: {e.message}" for e in exc.errors]
     except BudgetRefused as exc:
@@ -444,10 +456,18 @@ def recover(request):
         node_id = request.POST.get("node") or tree.current_id or tree.root.pk
         parent = owned_node(tree, _int_or_404(node_id))
         generation_id = _int_or_404(request.POST.get("generation"))
+        g = get_object_or_404(Generation, pk=generation_id, owner=request.user, kind=gen.KIND)
         try:
+            if not g.is_terminal:
+                raise LoomError(
+                    f"Generation {g.pk} is still {g.state}: attach it once it has finished."
+                )
             made = gen.attach_to(request.user, generation_id, parent)
         except Generation.DoesNotExist:
             raise Http404("no such generation") from None
+        except LoomError as exc:
+            messages.error(request, f"Not attached: {exc}")
+            return redirect("loom:recover")
         messages.success(request, f"Attached {len(made)} node(s) under node {parent.pk}.")
         return redirect(node_url(parent, tree))
     pending = Generation.objects.recoverable(request.user).filter(kind=gen.KIND).order_by("-id")

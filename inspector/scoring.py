@@ -154,7 +154,7 @@ def parse_position(
         text=_piece(actual),
         logprob=logprob,
         rank=actual.get("rank"),
-        top1_logprob=max(a.logprob for a in alts),
+        top1_logprob=_top1(alts, full_vocab),
     )
     if full_vocab:
         values = [a.logprob for a in alts]
@@ -169,6 +169,17 @@ def parse_position(
         ranked = sorted(alts, key=lambda a: (-a.logprob, a.id))
         row.top = [a for a in ranked if a.id != tid or (a.rank or 0) <= limit][:limit]
     return row
+
+
+def _top1(alts: list[Alternative], full_vocab: bool) -> float | None:
+    """The best token's logprob when the answer holds it: with the full
+    vocabulary, or when an entry has rank 1. A k=0 answer holds only the actual
+    token, whose logprob is the top-1's only when it is rank 1 itself; ranks
+    missing altogether (a backend that sends none) leave the best listed one."""
+    if full_vocab or all(a.rank is None for a in alts):
+        return max(a.logprob for a in alts)
+    first = [a.logprob for a in alts if a.rank == 1]
+    return max(first) if first else None
 
 
 def rows_from_prompt_logprobs(

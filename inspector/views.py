@@ -325,11 +325,12 @@ def _choices(user: Any, data: dict[str, Any]) -> Generation:
             raise Refusal(f"The candidate {candidate!r} adds no tokens to the prefix.")
         prompts.append(full)
         starts.append(start)
-    # One batched request: a list of token-id prompts. prompt_logprobs=0 gives exactly
-    # each position's own token — all a choice score needs.
+    # One batched request: a list of token-id prompts. prompt_logprobs=1 gives each
+    # position's own token (all a choice score needs) plus the top-1, so the table's
+    # top1_logprob is the model's favourite, not the token itself.
     generation = _run(
         user,
-        {"model": model.id, "prompt": prompts, "max_tokens": 1, "echo": True, "prompt_logprobs": 0},
+        {"model": model.id, "prompt": prompts, "max_tokens": 1, "echo": True, "prompt_logprobs": 1},
     )
     by_index = {c["index"]: c for c in generation.choices}
     ranked = scoring.score_choices(

@@ -169,13 +169,17 @@ def _chip(row: scoring.TokenRow) -> dict[str, Any]:
 
 
 def _result_context(generation: Generation) -> dict[str, Any]:
-    target = generation.target
-    context: dict[str, Any] = {
+    return {
+        **result_context(generation.target),
         "generation": generation,
-        "target": target,
-        "mode": target["mode"],
         "can_save": _can_save(generation),
     }
+
+
+def result_context(target: dict[str, Any]) -> dict[str, Any]:
+    """What the result partial shows, from the stored result alone (a History
+    entry keeps it after its checkpoint is purged)."""
+    context: dict[str, Any] = {"target": target, "mode": target["mode"]}
     if target["mode"] == "score":
         rows = _rows(target["rows"])
         context.update(
@@ -447,7 +451,16 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
     from workbench.models import Run
 
     full = Generation.objects.get(pk=generation.pk)
-    run = Run.objects.save_generation(full, title=request.POST.get("title", "")[:200])
+    # A compare across two models ran a second request; it is part of this result.
+    parts = Generation.objects.filter(
+        owner=request.user, kind=Generation.Kind.INSPECT, target__of=generation.pk
+    )
+    run = Run.objects.save_generation(
+        full,
+        title=request.POST.get("title", "")[:200],
+        result=generation.target,
+        also=list(parts),
+    )
     return redirect(_run_url(run))
 
 

@@ -86,6 +86,10 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         # "Branch from here" on this page opens the Workbench with this run's settings.
         "workbench_url": f"{reverse('workbench')}?run={run.pk}",
     }
+    if run.kind == "inspect" and run.result:
+        from inspector.views import result_context
+
+        context.update(result_context(run.result))
     return render(request, "workbench/run_detail.html", context)
 
 

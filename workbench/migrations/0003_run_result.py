@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workbench', '0002_run_search_index'),
+        ("workbench", "0002_run_search_index"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='result',
+            model_name="run",
+            name="result",
             field=models.JSONField(blank=True, null=True),
         ),
     ]

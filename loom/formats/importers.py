@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -65,10 +64,14 @@ class Parsed:
 
 def import_file(owner, data: bytes | IO[bytes], *, filename: str = "") -> list[Tree]:
     """Parse and store; returns the new trees (a loomsidian file may hold several notes).
-    `data` is the file's bytes or a binary file (an upload), read incrementally."""
-    parsed = parse(data, filename=filename)
+    `data` is the file's bytes or a binary file (an upload), read incrementally.
+
+    Weft JSON, JSONL and pyloom are written while they are read, in batches, so
+    memory holds one batch and the id skeleton, not the tree; the transaction
+    makes a refusal found late (a missing parent, a bad field in the last node)
+    leave nothing behind."""
     with transaction.atomic():
-        return [write_tree(owner, p) for p in parsed]
+        return parse(data, filename=filename, owner=owner)
 
 
 def file_size(source: IO[bytes]) -> int:
@@ -78,7 +81,7 @@ def file_size(source: IO[bytes]) -> int:
     return size
 
 
-def parse(data: bytes | IO[bytes], *, filename: str = "") -> list[Parsed]:
+def parse(data: bytes | IO[bytes], *, filename: str = "", owner) -> list[Tree]:
     source = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
     source.seek(0)
     size = file_size(source)
@@ -90,20 +93,25 @@ def parse(data: bytes | IO[bytes], *, filename: str = "") -> list[Parsed]:
     base = filename.rsplit("/", 1)[-1].split(".", 1)[0] or "Imported tree"
     try:
         if filename.lower().endswith((".jsonl", ".ndjson")):
-            return [parse_jsonl(source, base)]
+            writer = TreeWriter(owner)
+            return [writer.finish(parse_jsonl(source, base, writer), one_root=True)]
         head = read_head(Events(source))
         fmt = detect(head)
         if fmt in ("weft", "pyloom"):
             source.seek(0)
             events = Events(source)
+            writer = TreeWriter(owner)
             if fmt == "weft":
-                return [parse_weft(events, head)]
-            return [parse_pyloom(events, base, bare=not _is_map(head.get("root")))]
+                return [writer.finish(parse_weft(events, writer), one_root=True)]
+            bare = not _is_map(head.get("root"))
+            return [writer.finish(parse_pyloom(events, base, writer, bare=bare))]
         if fmt == "loomsidian":
-            return parse_loomsidian(head)
-        if fmt == "exoloom":
-            return [parse_exoloom(head, base)]
-        return [parse_miniloom(head, base)]
+            parsed = parse_loomsidian(head)
+        elif fmt == "exoloom":
+            parsed = [parse_exoloom(head, base)]
+        else:
+            parsed = [parse_miniloom(head, base)]
+        return [write_tree(owner, p) for p in parsed]
     except JSONRefused as exc:
         raise ImportRefused(str(exc)) from None
 
@@ -120,7 +128,9 @@ _DEFERRED_KEYS = {"root", "nodes", "children"}
 
 
 def read_head(events: Events) -> dict[str, Any]:
-    """The top-level object with its big keys left unread."""
+    """The top-level object with its big keys left unread. Weft's and pyloom's
+    own files say what they are in their first key: the read stops there, so a
+    big file is not read through twice."""
     event, _ = next(events)
     if event != "start_map":
         events.skip((event, _))
@@ -134,8 +144,14 @@ def read_head(events: Events) -> dict[str, Any]:
             head[key] = Deferred(events.skip())
         else:
             head[key] = events.value()
+        if len(head) == 1 and detect_early(head):
+            return head
     events.end()
     return head
+
+
+def detect_early(head: dict[str, Any]) -> bool:
+    return head.get("format") == WEFT_FORMAT or _is_map(head.get("root"))
 
 
 def _is_map(value: Any) -> bool:
@@ -319,42 +335,41 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def parse_weft(events: Events, doc: dict) -> Parsed:
-    """Weft JSON, one node object in memory at a time (plus the records)."""
-    if doc.get("version") != 1:
-        raise ImportRefused(f"Unsupported Weft JSON version {doc.get('version')!r} (expected 1).")
-    head = _dict(doc.get("tree"), "'tree'")
-    if not isinstance(doc.get("nodes"), Deferred):
-        raise ImportRefused("'nodes' must be a list.")
-    records: dict[str, Rec] = {}
+def parse_weft(events: Events, writer: TreeWriter) -> Parsed:
+    """Weft JSON, one node object in memory at a time, each written as read."""
+    doc: dict[str, Any] = {}
     events.expect("start_map", "The file")
     for _event, key in events:
         if _event == "end_map":
             break
         if key != "nodes":
-            events.skip()
+            doc[key] = events.value()
             continue
+        doc[key] = True
         events.expect("start_array", "'nodes'")
         for i, first in enumerate(events):
             if first[0] == "end_array":
                 break
-            _weft_record(records, i, events.value(first))
-            _check_size(len(records))
+            writer.add(_weft_record(i, events.value(first)))
     events.end()
+    if doc.get("version") != 1:
+        raise ImportRefused(f"Unsupported Weft JSON version {doc.get('version')!r} (expected 1).")
+    head = _dict(doc.get("tree"), "'tree'")
+    if "nodes" not in doc:
+        raise ImportRefused("'nodes' must be a list.")
     current = head.get("current")
     return Parsed(
         fmt="weft",
         title=_str(head.get("title") or "Imported tree", "tree.title"),
-        records=_weft_order(records),
+        records=[],
         settings=_dict(head.get("settings") or {}, "tree.settings"),
         extra=_dict(head.get("extra") or {}, "tree.extra"),
         current=None if current is None else str(current),
     )
 
 
-def parse_jsonl(source: IO[bytes], title: str) -> Parsed:
-    """Weft's JSONL export: one node object per line."""
-    records: dict[str, Rec] = {}
+def parse_jsonl(source: IO[bytes], title: str, writer: TreeWriter) -> Parsed:
+    """Weft's JSONL export: one node object per line, each written as read."""
     for number, line in enumerate(source, start=1):
         if not line.strip():
             continue
@@ -364,23 +379,13 @@ def parse_jsonl(source: IO[bytes], title: str) -> Parsed:
             events.end()
         except JSONRefused as exc:
             raise ImportRefused(f"Line {number}: {exc}") from None
-        _weft_record(records, number - 1, node)
-        _check_size(len(records))
-    return Parsed(fmt="jsonl", title=title, records=_weft_order(records))
+        writer.add(_weft_record(number - 1, node))
+    return Parsed(fmt="jsonl", title=title, records=[])
 
 
-def _weft_order(records: dict[str, Rec]) -> list[Rec]:
-    ordered = order_flat(records)
-    if sum(1 for r in ordered if r.parent is None) != 1:
-        raise ImportRefused("A Weft tree has exactly one root node.")
-    return ordered
-
-
-def _weft_record(records: dict[str, Rec], i: int, n: Any) -> None:
+def _weft_record(i: int, n: Any) -> Rec:
     n = _dict(n, f"nodes[{i}]")
     key = _key(n.get("id"), f"nodes[{i}].id")
-    if key in records:
-        raise ImportRefused(f"Node id {key!r} appears twice.")
     parent = n.get("parent_id")
     author = n.get("author", Author.HUMAN)
     if author not in Author.values:
@@ -393,7 +398,7 @@ def _weft_record(records: dict[str, Rec], i: int, n: Any) -> None:
     tags = n.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ImportRefused(f"Node {key!r}: tags must be a list of strings.")
-    records[key] = Rec(
+    return Rec(
         key=key,
         parent=None if parent is None else _key(parent, f"node {key!r} parent_id"),
         text=_str(n.get("text"), f"Node {key!r}: text"),
@@ -427,11 +432,11 @@ class _Frame:
         self.kids = 0
 
 
-def parse_pyloom(events: Events, title: str, *, bare: bool = False) -> Parsed:
-    """pyloom's nested tree, event by event. A node's record takes its preorder
-    slot when its object opens and is filled when it closes (its keys may come
-    after its children); depth costs one frame, never recursion."""
-    records: list[Rec | None] = []
+def parse_pyloom(events: Events, title: str, writer: TreeWriter, *, bare: bool = False) -> Parsed:
+    """pyloom's nested tree, event by event. A node's id is taken when its
+    object opens (in preorder) and its row written when it closes (its keys may
+    come after its children); depth costs one frame, never recursion."""
+    opened = 0
     by_source: dict[str, str] = {}
     top: dict[str, Any] = {}
     stack: list[_Frame] = []
@@ -440,9 +445,11 @@ def parse_pyloom(events: Events, title: str, *, bare: bool = False) -> Parsed:
         return "root" + "".join(f".children[{f.kids - 1}]" for f in stack[:-1])
 
     def open_node(parent: int | None) -> None:
-        records.append(None)
-        _check_size(len(records))
-        stack.append(_Frame(len(records) - 1, parent))
+        nonlocal opened
+        stack.append(_Frame(opened, parent))
+        writer.id_for(f"\0{opened}")
+        opened += 1
+        _check_size(opened)
 
     events.expect("start_map", "The file")
     if bare:  # a bare {text, children} node: the top-level object is the root
@@ -481,14 +488,14 @@ def parse_pyloom(events: Events, title: str, *, bare: bool = False) -> Parsed:
         elif event == "map_key":
             frame.fields[value] = events.value()
         elif event == "end_map":
-            records[frame.index] = _pyloom_record(frame, where(), by_source)
+            writer.add(_pyloom_record(frame, where(), by_source))
             stack.pop()
     events.end()
     current = top.get("selected_node_id")
     return Parsed(
         fmt="pyloom",
         title=title,
-        records=[r for r in records if r is not None],
+        records=[],
         settings=_pyloom_settings(top.get("generation_settings")),
         extra={"pyloom": top} if top else {},
         current=by_source.get(current) if isinstance(current, str) else None,
@@ -799,6 +806,116 @@ def _common_prefix(a: str, b: str) -> int:
 # --- writing ------------------------------------------------------------------------------------
 
 
+class TreeWriter:
+    """Writes a tree's nodes as they are read, in batches. Ids come from the
+    sequence on first sight of a key — as a node or as a parent named before
+    its node — and foreign keys are checked at commit (Postgres defers them),
+    so a child may be written before its parent. What stays in memory is the
+    skeleton (key -> id, id -> parent id) for the checks at the end."""
+
+    # Rows per INSERT: a batch's Node objects, adapted parameters and SQL are
+    # most of the import's peak memory; 500 keeps it a few MB at full speed.
+    BATCH = 500
+    ID_BLOCK = 1000
+
+    def __init__(self, owner) -> None:
+        self.tree = Tree.objects.create(owner=owner, title="Imported tree")
+        self.ids: dict[str, int] = {}
+        self.parent_of: dict[int, int | None] = {}
+        self.next_position: dict[int | None, int] = {}
+        self.batch: list[Node] = []
+        self.free: list[int] = []
+        self.first_root: int | None = None
+        self.now = timezone.now()
+
+    def id_for(self, key: str) -> int:
+        node_id = self.ids.get(key)
+        if node_id is None:
+            if not self.free:
+                self.free = _allocate_ids(self.ID_BLOCK)[::-1]
+            node_id = self.ids[key] = self.free.pop()
+        return node_id
+
+    def add(self, rec: Rec) -> None:
+        node_id = self.id_for(rec.key)
+        if node_id in self.parent_of:
+            raise ImportRefused(f"Node id {rec.key!r} appears twice.")
+        parent_id = None if rec.parent is None else self.id_for(rec.parent)
+        self.parent_of[node_id] = parent_id
+        _check_size(len(self.parent_of))
+        if parent_id is None and self.first_root is None:
+            self.first_root = node_id
+        fields = dict(rec.fields)
+        position = fields.pop("position", None)
+        if position is None:
+            position = self.next_position.get(parent_id, 0)
+        self.next_position[parent_id] = position + 1
+        self.batch.append(
+            Node(
+                id=node_id,
+                tree=self.tree,
+                parent_id=parent_id,
+                position=position,
+                text=rec.text,
+                author=rec.author,
+                bookmarked=rec.bookmarked,
+                archived=rec.archived,
+                tags=rec.tags,
+                extra=rec.extra,
+                source_id=rec.source_id[:100],
+                created_at=rec.created_at or self.now,
+                **fields,
+            )
+        )
+        if len(self.batch) >= self.BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.batch:
+            Node.objects.bulk_create(self.batch)
+            self.batch = []
+
+    def check(self, *, one_root: bool) -> None:
+        """What order_flat checks for a file held in memory: every parent is in
+        the file, there is a root (one, for Weft), and no parents form a cycle."""
+        for key, node_id in self.ids.items():
+            if node_id not in self.parent_of:
+                raise ImportRefused(f"A node names a parent {key!r} that is not in the file.")
+        kids: dict[int, list[int]] = {}
+        roots = []
+        for node_id, parent_id in self.parent_of.items():
+            if parent_id is None:
+                roots.append(node_id)
+            else:
+                kids.setdefault(parent_id, []).append(node_id)
+        if not roots:
+            raise ImportRefused("The file has no root node (every node has a parent).")
+        if one_root and len(roots) != 1:
+            raise ImportRefused("A Weft tree has exactly one root node.")
+        reached, stack = 0, list(roots)
+        while stack:
+            reached += 1
+            stack.extend(kids.pop(stack.pop(), ()))
+        if reached != len(self.parent_of):
+            raise ImportRefused(
+                f"{len(self.parent_of) - reached} node(s) are not reachable from a root: "
+                "their parents form a cycle."
+            )
+
+    def finish(self, parsed: Parsed, *, one_root: bool = False, check: bool = True) -> Tree:
+        self.flush()
+        if check:
+            self.check(one_root=one_root)
+        tree = self.tree
+        tree.title = parsed.title[:200] or "Imported tree"
+        tree.settings = parsed.settings
+        tree.extra = parsed.extra
+        current = self.ids.get(parsed.current) if parsed.current else None
+        tree.current_id = current if current in self.parent_of else self.first_root
+        tree.save(update_fields=["title", "settings", "extra", "current"])
+        return tree
+
+
 def _allocate_ids(n: int) -> list[int]:
     with connection.cursor() as cur:
         cur.execute(
@@ -810,51 +927,8 @@ def _allocate_ids(n: int) -> list[int]:
 
 
 def write_tree(owner, parsed: Parsed) -> Tree:
-    """Insert the records (already checked and parent-first) with ids taken
-    from the sequence up front, so parents are known without a query per node."""
-    records = parsed.records
-    tree = Tree.objects.create(
-        owner=owner, title=parsed.title[:200], settings=parsed.settings, extra=parsed.extra
-    )
-    ids = _allocate_ids(len(records))
-    id_of = {rec.key: ids[i] for i, rec in enumerate(records)}
-    next_position: dict[int | None, int] = {}
-    now = timezone.now()
-
-    def build() -> Iterable[Node]:
-        for rec in records:
-            parent_id = id_of[rec.parent] if rec.parent is not None else None
-            fields = dict(rec.fields)
-            position = fields.pop("position", None)
-            if position is None:
-                position = next_position.get(parent_id, 0)
-            next_position[parent_id] = position + 1
-            yield Node(
-                id=id_of[rec.key],
-                tree=tree,
-                parent_id=parent_id,
-                position=position,
-                text=rec.text,
-                author=rec.author,
-                bookmarked=rec.bookmarked,
-                archived=rec.archived,
-                tags=rec.tags,
-                extra=rec.extra,
-                source_id=rec.source_id[:100],
-                created_at=rec.created_at or now,
-                **fields,
-            )
-
-    batch: list[Node] = []
-    for node in build():
-        batch.append(node)
-        if len(batch) >= 2000:
-            Node.objects.bulk_create(batch)
-            batch = []
-    if batch:
-        Node.objects.bulk_create(batch)
-    tree.current_id = id_of.get(parsed.current) if parsed.current else None
-    if tree.current_id is None:
-        tree.current_id = ids[0]
-    tree.save(update_fields=["current"])
-    return tree
+    """A file already read whole and checked (the flat formats), parents first."""
+    writer = TreeWriter(owner)
+    for rec in parsed.records:
+        writer.add(rec)
+    return writer.finish(parsed, check=False)

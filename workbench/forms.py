@@ -12,20 +12,20 @@ from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 
 from completions.schema import FieldError, ParamsInvalid
-from workbench import params
 
 _no_nul = ProhibitNullCharactersValidator()
-# The parameter form's free-text inputs (numbers that hold a NUL fail as numbers).
-TEXT_FIELDS = ["model", "prompt", *params.STOP_SLOTS]
 
 
 def check_text(post: Any) -> ParamsInvalid | None:
-    """The parameter form's text inputs that cannot be stored, as the door's
-    ParamsInvalid, so the page shows each message next to its field."""
+    """Posted values that cannot be stored, as the door's ParamsInvalid, so the
+    page shows each message next to its field. Every field counts: a number
+    field's text that is not a number is passed on as text (for the door to
+    name), and a preset or a Loom tree would store it."""
     errors = []
-    for name in TEXT_FIELDS:
+    for name in post:
         try:
-            _no_nul(post.get(name) or "")
+            for item in post.getlist(name):
+                _no_nul(item)
         except forms.ValidationError as exc:
             slot = "stop" if name.startswith("stop_") else name
             errors.append(FieldError("invalid_value", slot, exc.messages[0]))

@@ -20,8 +20,8 @@ knows, or a random word.
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import string
 from typing import Any
 

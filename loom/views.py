@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from loom import generation as gen
-from loom.formats import exporters
+from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
 from loom.forms import (
     ExportForm,
@@ -75,6 +75,7 @@ def trees(request):
         "hits": [(h, snippet(h.preview, q)) for h in hits],
         "formats": exporters.FORMATS,
         "search_error": "" if search.is_valid() else first_error(search),
+        "max_import_mb": importers.MAX_IMPORT_BYTES // (1024 * 1024),
     }
     if request.htmx and (q or ctx["search_error"]):
         return render(request, "loom/trees.html#search-results", ctx)
@@ -123,12 +124,12 @@ def tree_import(request):
     if upload is None:
         messages.error(request, "Choose a file to import.")
         return redirect("loom:trees")
-    from loom.formats.importers import MAX_IMPORT_BYTES
-
-    if upload.size > MAX_IMPORT_BYTES:
+    # Checked before parsing (the body-size cap of the server comes earlier still).
+    if upload.size > importers.MAX_IMPORT_BYTES:
         messages.error(
             request,
-            f"Import refused: the file is {upload.size:,} bytes; the limit is {MAX_IMPORT_BYTES:,}.",
+            f"Import refused: the file is {upload.size:,} bytes; "
+            f"the limit is {importers.MAX_IMPORT_BYTES:,}.",
         )
         return redirect("loom:trees")
     try:

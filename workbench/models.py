@@ -97,6 +97,8 @@ class RunQuerySet(models.QuerySet):
         row = Generation.objects.select_for_update().get(pk=generation.pk)
         if not row.is_terminal:
             raise ValueError("a generation can be saved once it has finished")
+        if result is None and row.kind == "inspect" and "mode" in (row.target or {}):
+            result = row.target  # saved from Recover or the Workbench: still the whole result
         choices = list(row.choices)
         if choice_indexes is not None:
             wanted = {int(i) for i in choice_indexes}

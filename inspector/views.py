@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -23,7 +24,8 @@ from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ParamsInvalid
 from inspector import fullvocab, scoring, tokens
-from inspector.forms import ChoicesForm, CompareForm, ScoreForm
+from inspector.forms import ChoicesForm, CompareForm, SaveForm, ScoreForm
+from loom.forms import first_error
 
 PAGE = "inspector/inspect.html"
 
@@ -439,6 +441,10 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
         raise Http404("saving to History is not available")
     from workbench.models import Run
 
+    form = SaveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Not saved: {first_error(form)}")
+        return redirect(result_url(generation))
     full = Generation.objects.get(pk=generation.pk)
     # A compare across two models ran a second request; it is part of this result.
     parts = Generation.objects.filter(
@@ -446,7 +452,7 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
     )
     run = Run.objects.save_generation(
         full,
-        title=request.POST.get("title", "")[:200],
+        title=form.cleaned_data["title"],
         result=generation.target,
         also=list(parts),
     )

@@ -5,8 +5,11 @@ child nodes exactly once."""
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
+from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 
 from loom.models import Author, LoomError, Node, Tree
@@ -25,6 +28,7 @@ PARAM_FIELDS: dict[str, type] = {
     "seed": int,
     "logprobs": int,
 }
+_no_nul = ProhibitNullCharactersValidator()  # what every Django CharField checks
 DEFAULTS: dict[str, Any] = {"n": 3, "max_tokens": 48, "temperature": 1.0, "logprobs": 5}
 
 
@@ -50,8 +54,15 @@ def params_from_form(tree: Tree, form: dict) -> dict[str, Any]:
             continue
         try:
             data[name] = kind(raw)
+            if kind is float and not math.isfinite(data[name]):
+                raise ValueError(raw)  # nan/inf: not JSON, not a setting
         except ValueError:
             errors.append(f"{name}: {raw!r} is not {'an integer' if kind is int else 'a number'}")
+    for name in ("model", "stop"):
+        try:
+            _no_nul(form.get(name) or "")
+        except ValidationError as exc:
+            errors.append(f"{name}: {exc.messages[0]}")
     model = (form.get("model") or "").strip()
     if model:
         data["model"] = model

@@ -59,3 +59,19 @@ def test_it_answers_odd_searches_and_export_ids_clearly(client, make_tree):
     export = client.get(f"/loom/{tree.pk}/export/txt/?node=abc")
     assert export.status_code == 400 and "Enter a whole number" in export.text
     assert client.get(f"/loom/{tree.pk}/export/txt/?node=99999999999999999999").status_code == 400
+
+
+def test_it_refuses_unstorable_generation_settings_before_saving_them(client, make_tree):
+    tree = make_tree(prompt="Root")
+    client.force_login(tree.owner)
+    url = f"/loom/{tree.pk}/n/{tree.root.pk}/generate/"
+    for data, words in [
+        ({"model": "m\x00", "save_defaults": "on"}, "model: Null characters are not allowed"),
+        ({"stop": "\x00", "save_defaults": "on"}, "stop: Null characters are not allowed"),
+        ({"temperature": "nan", "save_defaults": "on"}, "&#x27;nan&#x27; is not a number"),
+        ({"top_p": "1e309", "save_defaults": "on"}, "&#x27;1e309&#x27; is not a number"),
+    ]:
+        response = client.post(url, data, HTTP_HX_REQUEST="true")
+        assert response.status_code == 422 and words in response.text, data
+    tree.refresh_from_db()
+    assert tree.settings == {}

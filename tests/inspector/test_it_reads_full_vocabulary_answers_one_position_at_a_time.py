@@ -55,6 +55,8 @@ def test_it_scores_the_whole_vocabulary_without_holding_the_body(scripted, clien
     assert peak < whole / 5
 
     generation = Generation.objects.get(kind="inspect")
+    # Settled on the backend's own usage, read from the end of the body.
+    assert generation.usage["prompt_tokens"] == len(plp) and generation.served_model
     stored = generation.choices[0]["prompt_logprobs"]
     assert len(stored) == len(plp)
     assert all(len(entries) <= scoring.FULL_VOCAB_SHOWN + 1 for entries in stored[1:])

@@ -19,6 +19,10 @@ from loom.formats.records import (
 )
 from loom.models import Author
 
+# Characters of parent text re-patched in full over a whole file (patches that
+# only append cost nothing here): a few times the largest file's size.
+MAX_REBUILT_CHARS = 256 * 1024 * 1024
+
 # --- MiniLoom --------------------------------------------------------------------------------
 
 
@@ -69,6 +73,7 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
         )
     ordered = order_flat(records, order)
     path = _TextPath()
+    rebuilt = 0
     for rec in ordered:
         path.cut_to(rec.parent)
         segment = _appended(dmp, patches[rec.key], path, rec.key)
@@ -77,6 +82,14 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
             path.push(rec.key, segment, full=False)
             continue
         base = path.text()
+        # Only a patch that rewrites its parent costs the parent's whole text; a
+        # file made of those would be quadratic again, so its total is capped.
+        rebuilt += len(base)
+        if rebuilt > MAX_REBUILT_CHARS:
+            raise ImportRefused(
+                f"The file's patches rewrite over {MAX_REBUILT_CHARS:,} characters of text "
+                f"(at node {rec.key!r}): too much to rebuild."
+            )
         try:
             text, ok = dmp.patch_apply(dmp.patch_fromText(patches[rec.key]), base)
         except ValueError as exc:

@@ -10,7 +10,8 @@ import tracemalloc
 
 import pytest
 
-from loom.formats.importers import import_file, parse_miniloom
+from loom.formats.importers import ImportRefused, import_file
+from loom.formats.miniloom import parse_miniloom
 from loom.models import Node
 
 pytestmark = pytest.mark.django_db
@@ -76,3 +77,26 @@ def test_it_rebuilds_a_deep_comb_in_linear_time_and_memory(make_user):
     deepest = Node.objects.get(tree=tree, source_id=f"s{SPINE - 1}")
     assert deepest.full_text() == spine_text
     assert Node.objects.filter(tree=tree).count() == 2 * SPINE
+
+
+def test_it_caps_the_text_rewriting_patches_may_cost(make_user, monkeypatch):
+    """Patches that rewrite their parent (not only append) cost its whole text each;
+    their total is capped, so no file makes the import quadratic again."""
+    from diff_match_patch import diff_match_patch
+
+    from loom.formats import miniloom
+
+    dmp, store, text, parent = diff_match_patch(), {}, "", None
+    for i in range(60):
+        new = f"Version {i}: " + text[-200:] + " and more words" * 3
+        store[f"n{i}"] = {"id": f"n{i}", "parent": parent, "children": [f"n{i + 1}"],
+                          "patch": dmp.patch_toText(dmp.patch_make(text, new))}  # fmt: skip
+        text, parent = new, f"n{i}"
+    store[parent]["children"] = []
+    data = json.dumps({"loomTree": {"nodeStore": store}}).encode()
+    monkeypatch.setattr(miniloom, "MAX_REBUILT_CHARS", 5_000)
+    with pytest.raises(ImportRefused, match="too much to rebuild"):
+        import_file(make_user(), data, filename="rewrites.json")
+    monkeypatch.setattr(miniloom, "MAX_REBUILT_CHARS", 10_000_000)
+    [tree] = import_file(make_user(), data, filename="rewrites.json")
+    assert Node.objects.get(tree=tree, source_id="n59").extra["full_text"] == text

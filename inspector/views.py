@@ -22,6 +22,7 @@ from completions.budget import BudgetRefused
 from completions.client import get_model, list_models, prompt_token_bound
 from completions.errors import BackendError
 from completions.models import Generation
+from completions.pipeline import run_now
 from completions.schema import ParamsInvalid
 from inspector import fullvocab, scoring, tokens
 from inspector.forms import ChoicesForm, CompareForm, SaveForm, ScoreForm
@@ -66,8 +67,6 @@ def _forms(data=None, which: str = "") -> dict[str, Any]:
 def _run(user: Any, data: dict[str, Any], *, complete: Any = None) -> Generation:
     """run_now, with every way of not getting a result turned into a Refusal.
     `complete` reads the answer in place of the door's client.complete."""
-    from completions.pipeline import run_now
-
     try:
         generation = run_now(user, data, kind="inspect", complete=complete)
     except ParamsInvalid as exc:

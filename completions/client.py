@@ -466,6 +466,20 @@ class BackendClient(_Settings):
             counts.append(count)
         return counts
 
+    @contextlib.contextmanager
+    def stream_raw(self, params: CompletionParams) -> Iterator[httpx.Response]:
+        """A non-streamed completion whose body the caller reads incrementally (a
+        full-vocabulary answer runs to gigabytes): the open response, after the
+        door's retries, error statuses and clamp check."""
+        response = self._send(
+            "POST", f"{self.base_url}/completions", _nonstream_body(params), stream=True
+        )
+        try:
+            _check_ok(response, self)
+            yield response
+        finally:
+            response.close()
+
 
 class AsyncBackendClient(_Settings):
     """The same client for async code (consumers, async views)."""

@@ -23,7 +23,13 @@ from django.db import InterfaceError, OperationalError, connection, connections,
 from django.utils import timezone
 
 from completions import budget
-from completions.client import BackendClient, count_tokens, get_model, prompt_token_bound
+from completions.client import (
+    BackendClient,
+    Completion,
+    count_tokens,
+    get_model,
+    prompt_token_bound,
+)
 from completions.errors import (
     MESSAGE_MAX,
     MODEL_MAX,
@@ -544,10 +550,17 @@ def _error_outcome(state: str, exc: BackendError) -> dict[str, Any]:
 
 
 def run_now(
-    user: Any, data: dict, *, kind: str = "inspect", workload: str = "interactive"
+    user: Any,
+    data: dict,
+    *,
+    kind: str = "inspect",
+    workload: str = "interactive",
+    complete: Callable[[BackendClient, CompletionParams], Completion] | None = None,
 ) -> Generation:
     """Reserve, call the backend in this request (no streaming), settle; returns the
-    generation done, failed or refused. Raises ParamsInvalid / BudgetRefused like start."""
+    generation done, failed or refused. Raises ParamsInvalid / BudgetRefused like start.
+    `complete` reads the answer instead of client.complete (Inspect's full-vocabulary
+    reader keeps only what the page shows of a body too big to hold)."""
     params, prompt_tokens = prepare(data, stream=False)
     run_token = uuid.uuid4().hex
     with transaction.atomic():
@@ -567,7 +580,7 @@ def run_now(
     state = State.DONE
     try:
         with BackendClient(workload) as client:
-            completion = client.complete(params)
+            completion = (complete or BackendClient.complete)(client, params)
         acc.request_id = completion.request_id
         acc.set_body(completion.body)
     except Clamped as exc:

@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "config.statement_timeout.StatementTimeoutMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -92,6 +93,9 @@ DATABASES = {"default": database_from_url("DATABASE_URL", DATABASE_URL)}
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 0, minimum=0)
 DATABASES["default"]["TEST"] = {"NAME": env_str("WEFT_TEST_DB") or None}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Longest a single SQL statement may run in the web process (0 = no limit); the
+# worker, beat and migrations are not limited (config/statement_timeout.py).
+WEFT_WEB_STATEMENT_TIMEOUT = env_float("WEFT_WEB_STATEMENT_TIMEOUT", 30.0)
 
 REDIS_URL = check_redis_url("REDIS_URL", env_str("REDIS_URL") or embedded_redis_url())
 

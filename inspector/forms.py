@@ -133,3 +133,9 @@ class CompareForm(_ModelForm):
                 "Compare needs two different models or two different prefixes."
             )
         return data
+
+
+class SaveForm(forms.Form):
+    """Save to History: the entry's title (a CharField: no NUL, which Postgres cannot store)."""
+
+    title = forms.CharField(required=False, max_length=200)

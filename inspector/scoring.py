@@ -131,11 +131,14 @@ def parse_position(
     actual_id: int | None = None,
     full_vocab: bool = False,
     k: int | None = None,
+    stats: dict[str, Any] | None = None,
 ) -> TokenRow:
     """One position's dict -> a TokenRow.
 
     The actual token is ``actual_id`` when the caller knows the prompt's ids; otherwise
-    the first key, because vLLM (and our engine) put the actual token first."""
+    the first key, because vLLM (and our engine) put the actual token first. ``stats``
+    are a full-vocabulary position's entropy and exact rank, computed while the answer
+    was read (inspector.fullvocab), when ``entries`` keeps only the best few."""
     if not entries:
         raise ValueError(f"position {position} carries no logprobs")
     keys = list(entries)
@@ -154,9 +157,14 @@ def parse_position(
         text=_piece(actual),
         logprob=logprob,
         rank=actual.get("rank"),
-        top1_logprob=max(a.logprob for a in alts),
+        top1_logprob=_top1(alts, full_vocab),
     )
-    if full_vocab:
+    if full_vocab and stats:
+        row.entropy_bits = stats["entropy_bits"]
+        row.rank = stats["rank"]
+        shown = FULL_VOCAB_SHOWN if k is None or k < 0 else k
+        row.top = heapq.nlargest(shown, alts, key=lambda a: (a.logprob, -a.id))
+    elif full_vocab:
         values = [a.logprob for a in alts]
         row.entropy_bits = entropy_bits(values)
         row.rank = exact_rank(values, logprob)
@@ -171,6 +179,17 @@ def parse_position(
     return row
 
 
+def _top1(alts: list[Alternative], full_vocab: bool) -> float | None:
+    """The best token's logprob when the answer holds it: with the full
+    vocabulary, or when an entry has rank 1. A k=0 answer holds only the actual
+    token, whose logprob is the top-1's only when it is rank 1 itself; ranks
+    missing altogether (a backend that sends none) leave the best listed one."""
+    if full_vocab or all(a.rank is None for a in alts):
+        return max(a.logprob for a in alts)
+    first = [a.logprob for a in alts if a.rank == 1]
+    return max(first) if first else None
+
+
 def rows_from_prompt_logprobs(
     prompt_logprobs: list[Any],
     *,
@@ -178,6 +197,7 @@ def rows_from_prompt_logprobs(
     first_text: str = "",
     full_vocab: bool = False,
     k: int | None = None,
+    stats: list[Any] | None = None,
 ) -> list[TokenRow]:
     """Every position of one prompt, the first (unscored) one included.
 
@@ -194,7 +214,10 @@ def rows_from_prompt_logprobs(
     rows.append(TokenRow(position=0, id=first_id, text=first_text))
     for i, entries in enumerate(prompt_logprobs[1:], start=1):
         actual = prompt_ids[i] if prompt_ids else None
-        rows.append(parse_position(i, entries, actual_id=actual, full_vocab=full_vocab, k=k))
+        stat = stats[i] if stats and i < len(stats) else None
+        rows.append(
+            parse_position(i, entries, actual_id=actual, full_vocab=full_vocab, k=k, stats=stat)
+        )
     if rows[0].id is not None and not rows[0].text:
         # The first token's text is not in its own (null) entry; any later position
         # that listed it as an alternative knows it.
@@ -252,6 +275,7 @@ def build_rows(
     add_special_tokens: bool = True,
     full_vocab: bool = False,
     k: int | None = None,
+    stats: list[Any] | None = None,
 ) -> list[TokenRow]:
     """Rows for one scored prompt, with the first position labelled as well as we can.
 
@@ -268,7 +292,9 @@ def build_rows(
         if known
         else guess_actual_ids(prompt_logprobs, text=prompt_text, k=None if full_vocab else k)
     )
-    rows = rows_from_prompt_logprobs(prompt_logprobs, prompt_ids=ids, full_vocab=full_vocab, k=k)
+    rows = rows_from_prompt_logprobs(
+        prompt_logprobs, prompt_ids=ids, full_vocab=full_vocab, k=k, stats=stats
+    )
     if not rows:
         return rows
     first = rows[0]

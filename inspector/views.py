@@ -9,20 +9,24 @@ result page, its exports and History never re-parse a full-vocabulary answer.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from completions.budget import BudgetRefused
-from completions.client import get_model, list_models
+from completions.client import get_model, list_models, prompt_token_bound
 from completions.errors import BackendError
 from completions.models import Generation
+from completions.pipeline import run_now
 from completions.schema import ParamsInvalid
-from inspector import scoring, tokens
-from inspector.forms import ChoicesForm, CompareForm, ScoreForm
+from inspector import fullvocab, scoring, tokens
+from inspector.forms import ChoicesForm, CompareForm, SaveForm, ScoreForm
+from loom.forms import first_error
 
 PAGE = "inspector/inspect.html"
 
@@ -60,10 +64,11 @@ def _forms(data=None, which: str = "") -> dict[str, Any]:
     }
 
 
-def _run(user: Any, data: dict[str, Any]) -> Generation:
-    """run_now, with every way of not getting a result turned into a Refusal."""
+def _run(user: Any, data: dict[str, Any], *, complete: Any = None) -> Generation:
+    """run_now, with every way of not getting a result turned into a Refusal.
+    `complete` reads the answer in place of the door's client.complete."""
     try:
-        generation = Generation.objects.run_now(user, data, kind="inspect")
+        generation = run_now(user, data, kind="inspect", complete=complete)
     except ParamsInvalid as exc:
         raise Refusal("; ".join(f"{e.field}: {e.message}" for e in exc.errors)) from None
     except BudgetRefused as exc:
@@ -75,31 +80,9 @@ def _run(user: Any, data: dict[str, Any]) -> Generation:
     return generation
 
 
-def _keep(generation: Generation, target: dict[str, Any], *, trim_full_vocab: bool) -> None:
+def _keep(generation: Generation, target: dict[str, Any]) -> None:
     generation.target = target
-    fields = ["target"]
-    if trim_full_vocab:
-        # A full-vocabulary answer is ~vocab_size entries per position (tens of MB). Its
-        # exact ranks and entropies are now in the table; the checkpoint keeps each
-        # position's actual token plus the best few, like a top-k answer.
-        for choice in generation.choices:
-            choice["prompt_logprobs"] = _trim(choice.get("prompt_logprobs"))
-        fields.append("choices")
-    Generation.objects.filter(pk=generation.pk).update(
-        **{name: getattr(generation, name) for name in fields}
-    )
-
-
-def _trim(plp: list[Any] | None) -> list[Any] | None:
-    if not plp:
-        return plp
-    out: list[Any] = [plp[0]]
-    for entries in plp[1:]:
-        keys = list(entries)
-        best = sorted(keys[1:], key=lambda key: -float(entries[key]["logprob"]))
-        kept = [keys[0], *best[: scoring.FULL_VOCAB_SHOWN]]
-        out.append({key: entries[key] for key in kept})
-    return out
+    Generation.objects.filter(pk=generation.pk).update(target=target)
 
 
 def _owned(request: HttpRequest, generation_id: int) -> Generation:
@@ -169,13 +152,17 @@ def _chip(row: scoring.TokenRow) -> dict[str, Any]:
 
 
 def _result_context(generation: Generation) -> dict[str, Any]:
-    target = generation.target
-    context: dict[str, Any] = {
+    return {
+        **result_context(generation.target),
         "generation": generation,
-        "target": target,
-        "mode": target["mode"],
         "can_save": _can_save(generation),
     }
+
+
+def result_context(target: dict[str, Any]) -> dict[str, Any]:
+    """What the result partial shows, from the stored result alone (a History
+    entry keeps it after its checkpoint is purged)."""
+    context: dict[str, Any] = {"target": target, "mode": target["mode"]}
     if target["mode"] == "score":
         rows = _rows(target["rows"])
         context.update(
@@ -255,12 +242,17 @@ def _score(user: Any, data: dict[str, Any]) -> Generation:
         tokenized = tokens.tokenize(model.id, prompt, add_special_tokens=special)
         if tokenized is not None and not tokenized:
             raise Refusal("The text has no tokens with add_special_tokens off.")
-    if full and tokenized is not None and len(tokenized) > model.full_vocab_max_prompt_tokens:
-        raise Refusal(
-            f"The full vocabulary is available for prompts of at most "
-            f"{model.full_vocab_max_prompt_tokens:,} tokens; this one has {len(tokenized):,}. "
-            "Use a fixed k instead."
-        )
+    if full:
+        # Refused before sending what could not be kept: the answer is read one
+        # position at a time (inspector.fullvocab), but only up to the model's limit.
+        length = len(tokenized) if tokenized is not None else prompt_token_bound(prompt)
+        if length > model.full_vocab_max_prompt_tokens:
+            known = "has" if tokenized is not None else "may have (the backend cannot count)"
+            raise Refusal(
+                f"The full vocabulary is available for prompts of at most "
+                f"{model.full_vocab_max_prompt_tokens:,} tokens; this one {known} "
+                f"{length:,}. Use a fixed k instead."
+            )
     body: dict[str, Any] = {
         "model": model.id,
         "prompt": prompt,
@@ -271,10 +263,12 @@ def _score(user: Any, data: dict[str, Any]) -> Generation:
     if isinstance(prompt, str):
         # Token ids are forwarded verbatim; the toggle only means something for text.
         body["add_special_tokens"] = special
-    generation = _run(user, body)
+    reader = partial(fullvocab.complete, actual_ids=tokenized) if full else None
+    generation = _run(user, body, complete=reader)
     choice = generation.choices[0]
     rows = scoring.build_rows(
         choice.get("prompt_logprobs") or [],
+        stats=choice.get("prompt_stats"),
         prompt_ids=data["ids"] if data["source"] == "ids" else None,
         tokenized=tokenized,
         prompt_text=prompt if isinstance(prompt, str) else None,
@@ -294,7 +288,7 @@ def _score(user: Any, data: dict[str, Any]) -> Generation:
         "add_special_tokens": special,
         "rows": [r.as_dict() for r in rows],
     }
-    _keep(generation, target, trim_full_vocab=full)
+    _keep(generation, target)
     return generation
 
 
@@ -325,11 +319,12 @@ def _choices(user: Any, data: dict[str, Any]) -> Generation:
             raise Refusal(f"The candidate {candidate!r} adds no tokens to the prefix.")
         prompts.append(full)
         starts.append(start)
-    # One batched request: a list of token-id prompts. prompt_logprobs=0 gives exactly
-    # each position's own token — all a choice score needs.
+    # One batched request: a list of token-id prompts. prompt_logprobs=1 gives each
+    # position's own token (all a choice score needs) plus the top-1, so the table's
+    # top1_logprob is the model's favourite, not the token itself.
     generation = _run(
         user,
-        {"model": model.id, "prompt": prompts, "max_tokens": 1, "echo": True, "prompt_logprobs": 0},
+        {"model": model.id, "prompt": prompts, "max_tokens": 1, "echo": True, "prompt_logprobs": 1},
     )
     by_index = {c["index"]: c for c in generation.choices}
     ranked = scoring.score_choices(
@@ -361,7 +356,7 @@ def _choices(user: Any, data: dict[str, Any]) -> Generation:
             {**r.as_dict(), "choice": s.index, "candidate": s.text} for s in ranked for r in s.rows
         ],
     }
-    _keep(generation, target, trim_full_vocab=False)
+    _keep(generation, target)
     return generation
 
 
@@ -416,7 +411,7 @@ def _compare(user: Any, data: dict[str, Any]) -> Generation:
         "pairs": [[p.a.as_dict(), p.b.as_dict()] for p in pairs],
         "rows": [{**p.b.as_dict(), "logprob_a": p.a.logprob, "delta": p.delta} for p in pairs],
     }
-    _keep(generation, target, trim_full_vocab=False)
+    _keep(generation, target)
     return generation
 
 
@@ -445,8 +440,21 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
         raise Http404("saving to History is not available")
     from workbench.models import Run
 
+    form = SaveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Not saved: {first_error(form)}")
+        return redirect(result_url(generation))
     full = Generation.objects.get(pk=generation.pk)
-    run = Run.objects.save_generation(full, title=request.POST.get("title", "")[:200])
+    # A compare across two models ran a second request; it is part of this result.
+    parts = Generation.objects.filter(
+        owner=request.user, kind=Generation.Kind.INSPECT, target__of=generation.pk
+    )
+    run = Run.objects.save_generation(
+        full,
+        title=form.cleaned_data["title"],
+        result=generation.target,
+        also=list(parts),
+    )
     return redirect(_run_url(run))
 
 

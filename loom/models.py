@@ -36,6 +36,10 @@ class LoomError(Exception):
     """An operation that makes no sense for this node (shown to the user)."""
 
 
+class UndoRefused(Exception):
+    """Undoing this step would delete text that nothing else keeps."""
+
+
 # --- trees ----------------------------------------------------------------------
 
 
@@ -90,6 +94,12 @@ class Tree(models.Model):
     def node_count(self) -> int:
         return self.nodes.count()
 
+    def lock(self) -> None:
+        """Serialise structural edits of this tree (SELECT … FOR UPDATE on its
+        row, to the end of the transaction): two moves checked in parallel
+        could otherwise each pass the ancestor check and make a cycle."""
+        Tree.objects.select_for_update().filter(pk=self.pk).values_list("pk", flat=True).first()
+
     def touch(self) -> None:
         Tree.objects.filter(pk=self.pk).update(updated_at=timezone.now())
 
@@ -133,16 +143,26 @@ class Tree(models.Model):
             self.undo_log.filter(id__lt=keep[-1]).delete()
         self.touch()
 
-    @transaction.atomic
     def undo(self) -> tuple[str, int | None] | None:
-        """Revert the last logged operation; returns (label, node id to show) or None."""
-        entry = self.undo_log.select_for_update().order_by("-id").first()
-        if entry is None:
-            return None
-        focus = _UNDO[entry.action](self, entry.data)
-        entry.delete()
-        self.touch()
-        return entry.label, focus
+        """Revert the last logged operation; returns (label, node id to show) or
+        None, or raises LoomError when the step would delete text nothing else
+        keeps (the step is then dropped, so it does not block earlier ones)."""
+        with transaction.atomic():
+            self.lock()
+            entry = self.undo_log.select_for_update().order_by("-id").first()
+            if entry is None:
+                return None
+            try:
+                with transaction.atomic():
+                    focus = _UNDO[entry.action](self, entry.data)
+            except UndoRefused as exc:
+                refused = f"Not undone ({entry.label}): {exc}"
+                entry.delete()
+            else:
+                entry.delete()
+                self.touch()
+                return entry.label, focus
+        raise LoomError(refused)
 
 
 def _copy_columns() -> list[str]:
@@ -166,6 +186,12 @@ class Segment(NamedTuple):
         return self.author == Author.MODEL
 
 
+# Every recursive walk is guarded, so a cycle (which structural edits prevent
+# under the tree's row lock) can never make a query run forever: walks whose
+# rows repeat in a cycle use UNION, which drops a row seen before and so ends;
+# walks that carry a level stop at MAX_DEPTH (a parameter: no cost per step).
+MAX_DEPTH = 1_000_000  # the most nodes an import may hold: no real path is longer
+
 # Each recursive step looks one row up (or the children down) through a
 # LATERAL … OFFSET 0 subquery: that pins the plan to an index lookup per step.
 # A plain join lets the planner pick a hash join over the whole table per step
@@ -186,7 +212,7 @@ _PATH_SQL = f"""
 _SUBTREE_SQL = f"""
     WITH RECURSIVE s(id) AS (
         SELECT id FROM {NODE_TABLE} WHERE id = %s
-        UNION ALL
+        UNION
         SELECT c.id FROM s, LATERAL (
             SELECT id FROM {NODE_TABLE} WHERE parent_id = s.id OFFSET 0
         ) c
@@ -196,7 +222,7 @@ _SUBTREE_SQL = f"""
 _ANCESTOR_SQL = f"""
     WITH RECURSIVE p(id, parent_id) AS (
         SELECT id, parent_id FROM {NODE_TABLE} WHERE id = %s
-        UNION ALL
+        UNION
         SELECT a.id, a.parent_id FROM p, LATERAL (
             SELECT id, parent_id FROM {NODE_TABLE} WHERE id = p.parent_id OFFSET 0
         ) a
@@ -221,6 +247,7 @@ _BOOKMARK_KEYS_SQL = f"""
         SELECT w.origin, w.bm, a.id, a.parent_id, a.position, w.lvl + 1 FROM w, LATERAL (
             SELECT id, parent_id, position FROM {NODE_TABLE} WHERE id = w.parent_id OFFSET 0
         ) a
+        WHERE w.lvl < %s
     ), k AS (
         SELECT w.origin, bool_or(w.bm) AS bm, array_agg(v.x ORDER BY w.lvl DESC, v.o) AS key
         FROM w, LATERAL (VALUES (1, w.position::bigint), (2, w.id::bigint)) v(o, x)
@@ -243,7 +270,7 @@ class NodeQuerySet(models.QuerySet):
         Node objects costs more than the query itself."""
         node_id = node.pk if isinstance(node, Node) else node
         with connection.cursor() as cur:
-            cur.execute(_PATH_SQL, [node_id, last or 2**31 - 1])
+            cur.execute(_PATH_SQL, [node_id, min(last or MAX_DEPTH, MAX_DEPTH)])
             return [Segment(*row) for row in cur.fetchall()]
 
     def subtree_ids(self, node: Node | int) -> list[int]:
@@ -265,7 +292,7 @@ class NodeQuerySet(models.QuerySet):
         node_id = node.pk if isinstance(node, Node) else node
         sql = _BOOKMARK_NEXT_SQL if direction == "next" else _BOOKMARK_PREV_SQL
         with connection.cursor() as cur:
-            cur.execute(sql, [tree.pk, node_id, tree.pk, node_id])
+            cur.execute(sql, [tree.pk, node_id, tree.pk, MAX_DEPTH, node_id])
             row = cur.fetchone()
         return row[0] if row else None
 
@@ -443,6 +470,7 @@ class Node(models.Model):
         the tail and adopts this node's children. Returns the new child."""
         if not 0 < offset < len(self.text):
             raise LoomError("Split inside the text, not at its start or end.")
+        self.tree.lock()
         old_text = self.text
         kid_ids = list(self.children().values_list("id", flat=True))
         tail = Node.objects.create(
@@ -467,6 +495,7 @@ class Node(models.Model):
         place among the parent's children (as in pyloom). Returns the parent."""
         if self.parent_id is None:
             raise LoomError("The root has no parent to merge into.")
+        self.tree.lock()
         parent = Node.objects.select_for_update().get(pk=self.parent_id)
         data = {
             "row": node_record(self),
@@ -484,6 +513,9 @@ class Node(models.Model):
     def move_to(self, new_parent: Node) -> None:
         if new_parent.tree_id != self.tree_id:
             raise LoomError("A node can only move within its tree.")
+        self.tree.lock()
+        # Read again under the lock: a move committed meanwhile counts.
+        self.refresh_from_db(fields=["parent", "position"])
         if self.parent_id is None:
             raise LoomError("The root cannot move.")
         if Node.objects.is_ancestor(self, new_parent):
@@ -504,6 +536,7 @@ class Node(models.Model):
         log so that undo can put them back with the same ids."""
         if self.parent_id is None:
             raise LoomError("The root cannot be deleted; delete the tree instead.")
+        self.tree.lock()
         ids = Node.objects.subtree_ids(self)
         rows = [node_record_from_values(v) for v in Node.objects.filter(id__in=ids).values()]
         order = list(self.siblings().values_list("id", flat=True))
@@ -644,7 +677,36 @@ def node_from_record(record: dict) -> Node:
 
 
 def _undo_add(tree: Tree, data: dict) -> int | None:
+    # Children logged after the add are undone before it; any left here came
+    # without an undo step of their own, and the delete would cascade to them.
+    if Node.objects.filter(parent_id=data["node"], tree=tree).exists():
+        raise UndoRefused(
+            f"node {data['node']} has children now; the step was dropped and nothing deleted."
+        )
     Node.objects.filter(pk=data["node"], tree=tree).delete()
+    return data.get("focus")
+
+
+def _undo_attach(tree: Tree, data: dict) -> int | None:
+    """Take a generation's nodes out again and hand it back to Recover, which
+    can attach it anywhere: the text stays in its checkpoint."""
+    from completions.models import Generation
+
+    ids = data["nodes"]
+    alive = Generation.objects.filter(
+        pk=data["generation"], expires_at__gt=timezone.now()
+    ).select_for_update()
+    generation = alive.first()
+    if generation is None:
+        raise UndoRefused(
+            "the generation's checkpoint has expired, so its nodes are its only copy; "
+            "delete them yourself if you want them gone."
+        )
+    if Node.objects.filter(parent_id__in=ids).exclude(id__in=ids).exists():
+        raise UndoRefused("its nodes have children now; nothing was deleted.")
+    Node.objects.filter(id__in=ids, tree=tree).delete()
+    target = {**(generation.target or {}), "detached": True}
+    alive.update(claimed_at=None, target=target)
     return data.get("focus")
 
 
@@ -692,6 +754,11 @@ def _undo_merge(tree: Tree, data: dict) -> int | None:
 
 
 def _undo_move(tree: Tree, data: dict) -> int | None:
+    tree.lock()
+    node = Node.objects.filter(pk=data["node"], tree=tree).first()
+    back = Node.objects.filter(pk=data["parent"], tree=tree).first()
+    if node is None or back is None or Node.objects.is_ancestor(node, back):
+        raise UndoRefused("the node's old place is now under the node itself.")
     Node.objects.filter(pk=data["node"], tree=tree).update(parent_id=data["parent"])
     _set_order(data["parent"], data["order"])
     return data["node"]
@@ -706,6 +773,7 @@ def _undo_delete(tree: Tree, data: dict) -> int | None:
 
 _UNDO = {
     "add": _undo_add,
+    "attach": _undo_attach,
     "edit": _undo_edit,
     "bookmark": _undo_bookmark,
     "archive": _undo_archive,

@@ -118,16 +118,18 @@ def token_view(node: Node) -> list[dict] | None:
     if not node.is_model or not isinstance(lp, dict):
         return None
     tokens = lp.get("tokens") or []
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        return None  # stored by an older import that did not check the shape
     if not tokens or "".join(tokens) != node.text:
         return None
-    logps = lp.get("token_logprobs") or []
-    tops = lp.get("top_logprobs") or []
+    logps = lp.get("token_logprobs") if isinstance(lp.get("token_logprobs"), list) else []
+    tops = lp.get("top_logprobs") if isinstance(lp.get("top_logprobs"), list) else []
     out = []
     for i, tok in enumerate(tokens):
         p = _prob(logps[i] if i < len(logps) else None)
         alts = (
             sorted(((t, _prob(v)) for t, v in (tops[i] or {}).items()), key=lambda a: -a[1])
-            if i < len(tops) and tops[i]
+            if i < len(tops) and isinstance(tops[i], dict)
             else []
         )
         out.append(

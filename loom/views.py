@@ -7,14 +7,23 @@ from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models.functions import Left
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from loom import generation as gen
-from loom.formats import exporters
+from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
+from loom.forms import (
+    ExportForm,
+    NewTreeForm,
+    SearchForm,
+    TagForm,
+    TextForm,
+    TitleForm,
+    first_error,
+)
 from loom.models import LoomError, Node, Tree
 from loom.reading import path_context, reader_context, token_view
 
@@ -41,15 +50,16 @@ def node_url(node: Node | int, tree: Tree) -> str:
 
 def trees(request):
     if request.method == "POST":
-        prompt = request.POST.get("prompt", "")
-        if not prompt.strip():
-            messages.error(request, "Write a prompt to start a tree from.")
+        form = NewTreeForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, first_error(form))
             return redirect("loom:trees")
         tree = Tree.objects.create_from_prompt(
-            request.user, prompt, title=request.POST.get("title", "")
+            request.user, form.cleaned_data["prompt"], title=form.cleaned_data["title"]
         )
         return redirect(node_url(tree.current_id, tree))
-    q = request.GET.get("q", "").strip()
+    search = SearchForm(request.GET)
+    q = search.cleaned_data["q"].strip() if search.is_valid() else ""
     hits = []
     if q:
         hits = (
@@ -64,8 +74,10 @@ def trees(request):
         "q": q,
         "hits": [(h, snippet(h.preview, q)) for h in hits],
         "formats": exporters.FORMATS,
+        "search_error": "" if search.is_valid() else first_error(search),
+        "max_import_mb": importers.MAX_IMPORT_BYTES // (1024 * 1024),
     }
-    if request.htmx and q:
+    if request.htmx and (q or ctx["search_error"]):
         return render(request, "loom/trees.html#search-results", ctx)
     return render(request, "loom/trees.html", ctx)
 
@@ -82,10 +94,12 @@ def snippet(text: str, q: str, width: int = 60) -> tuple[str, str, str]:
 @require_POST
 def tree_rename(request, tree_id: int):
     tree = owned_tree(request, tree_id)
-    title = request.POST.get("title", "").strip()
-    if title:
-        tree.title = title[:200]
-        tree.save(update_fields=["title", "updated_at"])
+    form = TitleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Not renamed: {first_error(form)}")
+        return redirect("loom:trees")
+    tree.title = form.cleaned_data["title"]
+    tree.save(update_fields=["title", "updated_at"])
     return redirect("loom:trees")
 
 
@@ -110,16 +124,17 @@ def tree_import(request):
     if upload is None:
         messages.error(request, "Choose a file to import.")
         return redirect("loom:trees")
-    from loom.formats.importers import MAX_IMPORT_BYTES
-
-    if upload.size > MAX_IMPORT_BYTES:
+    # Checked before parsing (the body-size cap of the server comes earlier still).
+    if upload.size > importers.MAX_IMPORT_BYTES:
         messages.error(
             request,
-            f"Import refused: the file is {upload.size:,} bytes; the limit is {MAX_IMPORT_BYTES:,}.",
+            f"Import refused: the file is {upload.size:,} bytes; "
+            f"the limit is {importers.MAX_IMPORT_BYTES:,}.",
         )
         return redirect("loom:trees")
     try:
-        made = import_file(request.user, upload.read(), filename=upload.name)
+        # Parsed from the upload as it is read: never the whole file as one object.
+        made = import_file(request.user, upload, filename=upload.name)
     except ImportRefused as exc:
         messages.error(request, f"Import refused: {exc}")
         return redirect("loom:trees")
@@ -189,9 +204,11 @@ def node_action(request, tree_id: int, node_id: int, action: str):
     focus = node
     try:
         if action == "edit":
-            focus = node.edit(post.get("text", ""), as_sibling=bool(post.get("as_sibling")))
+            focus = node.edit(
+                _valid(TextForm, post)["text"], as_sibling=bool(post.get("as_sibling"))
+            )
         elif action == "child":
-            focus = node.add_child(post.get("text", ""))
+            focus = node.add_child(_valid(TextForm, post)["text"])
         elif action == "split":
             focus = node.split(_int(post.get("offset"), "offset"))
         elif action == "merge":
@@ -210,9 +227,9 @@ def node_action(request, tree_id: int, node_id: int, action: str):
         elif action == "archive":
             node.toggle_archive()
         elif action == "tag":
-            node.add_tag(post.get("tag", ""))
+            node.add_tag(_valid(TagForm, post)["tag"])
         elif action == "untag":
-            node.remove_tag(post.get("tag", ""))
+            node.remove_tag(_valid(TagForm, post)["tag"])
         elif action == "alternative":
             focus = _alternative(node, post)
         else:
@@ -221,6 +238,13 @@ def node_action(request, tree_id: int, node_id: int, action: str):
         node.refresh_from_db()
         return _after(request, tree, node, error=str(exc))
     return _after(request, tree, focus)
+
+
+def _valid(form_class, data) -> dict:
+    form = form_class(data)
+    if not form.is_valid():
+        raise LoomError(first_error(form))
+    return form.cleaned_data
 
 
 def _int(value, name: str) -> int:
@@ -252,7 +276,11 @@ def _alternative(node: Node, post) -> Node:
 @require_POST
 def undo(request, tree_id: int):
     tree = owned_tree(request, tree_id)
-    done = tree.undo()
+    error = ""
+    try:
+        done = tree.undo()
+    except LoomError as exc:
+        done, error = None, str(exc)
     tree.refresh_from_db()
     focus_id = done[1] if done else None
     node = (
@@ -260,11 +288,17 @@ def undo(request, tree_id: int):
         or Node.objects.filter(pk=tree.current_id, tree=tree).first()
         or tree.root
     )
+    notice = f"Undid: {done[0]}." if done else "Nothing to undo."
     if not request.htmx:
-        messages.info(request, f"Undid: {done[0]}." if done else "Nothing to undo.")
+        if error:
+            messages.error(request, error)
+        else:
+            messages.info(request, notice)
         return redirect(node_url(node, tree))
     Tree.objects.filter(pk=tree.pk).update(current=node)
-    return _reader(request, tree, node, notice=f"Undid: {done[0]}." if done else "Nothing to undo.")
+    if error:
+        return _reader(request, tree, node, status=INVALID, error=error)
+    return _reader(request, tree, node, notice=notice)
 
 
 @require_GET
@@ -291,7 +325,8 @@ def show_archived(request, tree_id: int, node_id: int):
 @require_GET
 def tree_search(request, tree_id: int):
     tree = owned_tree(request, tree_id)
-    q = request.GET.get("q", "").strip()
+    search = SearchForm(request.GET)
+    q = search.cleaned_data["q"].strip() if search.is_valid() else ""
     hits = []
     if q:
         rows = (
@@ -301,7 +336,10 @@ def tree_search(request, tree_id: int):
             .order_by("id")[:50]
         )
         hits = [(h, snippet(h.preview, q)) for h in rows]
-    return render(request, "loom/tree.html#tree-search", {"tree": tree, "q": q, "hits": hits})
+    ctx = {"tree": tree, "q": q, "hits": hits}
+    if not search.is_valid():
+        ctx["search_error"] = first_error(search)
+    return render(request, "loom/tree.html#tree-search", ctx)
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -314,7 +352,12 @@ def export(request, tree_id: int, fmt: str):
         raise Http404("unknown format")
     suffix, content_type, _label = exporters.FORMATS[fmt]
     if fmt in ("txt", "md"):
-        node = owned_node(tree, int(request.GET.get("node") or tree.current_id or tree.root.pk))
+        form = ExportForm(request.GET)
+        if not form.is_valid():
+            return HttpResponseBadRequest(
+                f"Export refused: {first_error(form)}", content_type="text/plain; charset=utf-8"
+            )
+        node = owned_node(tree, form.cleaned_data["node"] or tree.current_id or tree.root.pk)
         chunks = exporters.path_text(node) if fmt == "txt" else exporters.path_markdown(tree, node)
     else:
         chunks = {
@@ -367,6 +410,8 @@ def generate(request, tree_id: int, node_id: int):
         generation = gen.start(request.user, tree, node, data)
     except gen.FormInvalid as exc:
         ctx["errors"] = exc.errors
+    except LoomError as exc:
+        ctx["errors"] = [str(exc)]
     except ParamsInvalid as exc:
         ctx["errors"] = [f"{e.field}: {e.message}" for e in exc.errors]
     except BudgetRefused as exc:
@@ -412,10 +457,18 @@ def recover(request):
         node_id = request.POST.get("node") or tree.current_id or tree.root.pk
         parent = owned_node(tree, _int_or_404(node_id))
         generation_id = _int_or_404(request.POST.get("generation"))
+        g = get_object_or_404(Generation, pk=generation_id, owner=request.user, kind=gen.KIND)
         try:
+            if not g.is_terminal:
+                raise LoomError(
+                    f"Generation {g.pk} is still {g.state}: attach it once it has finished."
+                )
             made = gen.attach_to(request.user, generation_id, parent)
         except Generation.DoesNotExist:
             raise Http404("no such generation") from None
+        except LoomError as exc:
+            messages.error(request, f"Not attached: {exc}")
+            return redirect("loom:recover")
         messages.success(request, f"Attached {len(made)} node(s) under node {parent.pk}.")
         return redirect(node_url(parent, tree))
     pending = Generation.objects.recoverable(request.user).filter(kind=gen.KIND).order_by("-id")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -22,7 +21,9 @@ from completions.budget import BudgetRefused
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ParamsInvalid
+from loom.forms import first_error
 from workbench.display import LEGEND, run_choices, sample_views
+from workbench.forms import HistoryFilterForm
 from workbench.models import Run, Sample
 from workbench.views import KINDS, loom_available
 
@@ -30,25 +31,18 @@ PAGE_SIZE = 20
 EXPORT_CHUNK = 200
 
 
-def _date(value: str) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        return None
+def _filter_form(request: HttpRequest) -> HistoryFilterForm:
+    return HistoryFilterForm(request.GET)
 
 
 def _filters(request: HttpRequest) -> dict:
-    return {
-        "query": request.GET.get("q", "").strip(),
-        "model": request.GET.get("model", "").strip(),
-        "since": _date(request.GET.get("since", "")),
-        "until": _date(request.GET.get("until", "")),
-    }
+    return _filter_form(request).filters()
 
 
 @require_GET
 def history(request: HttpRequest) -> HttpResponse:
-    filters = _filters(request)
+    form = _filter_form(request)
+    filters = form.filters()
     runs = (
         Run.objects.for_user(request.user)
         .filtered(**filters)
@@ -63,6 +57,7 @@ def history(request: HttpRequest) -> HttpResponse:
     context = {
         "page": page,
         "filters": filters,
+        "filter_error": first_error(form),
         "query_string": query_string,
         "models": Run.objects.for_user(request.user)
         .exclude(model="")
@@ -91,6 +86,10 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         # "Branch from here" on this page opens the Workbench with this run's settings.
         "workbench_url": f"{reverse('workbench')}?run={run.pk}",
     }
+    if run.kind == "inspect" and run.result:
+        from inspector.views import result_context
+
+        context.update(result_context(run.result))
     return render(request, "workbench/run_detail.html", context)
 
 

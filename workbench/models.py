@@ -84,12 +84,21 @@ class RunQuerySet(models.QuerySet):
         title: str = "",
         note: str = "",
         choice_indexes: Iterable[int] | None = None,
+        result: dict[str, Any] | None = None,
+        also: Iterable[Generation] = (),
     ) -> Run:
         """Copy the chosen choices (default: all) out of the checkpoint into a new
-        History entry and claim the generation so it leaves Recover."""
+        History entry and claim the generation so it leaves Recover.
+
+        `result` is what the result page shows (an Inspect token table, choice
+        ranking or comparison), kept with the run so it outlives the checkpoint;
+        `also` are further generations of the same result (the second side of a
+        compare across models), whose choices follow as further samples."""
         row = Generation.objects.select_for_update().get(pk=generation.pk)
         if not row.is_terminal:
             raise ValueError("a generation can be saved once it has finished")
+        if result is None and row.kind == "inspect" and "mode" in (row.target or {}):
+            result = row.target  # saved from Recover or the Workbench: still the whole result
         choices = list(row.choices)
         if choice_indexes is not None:
             wanted = {int(i) for i in choice_indexes}
@@ -111,7 +120,14 @@ class RunQuerySet(models.QuerySet):
             error_message=row.error_message,
             usage=row.usage,
             generated_at=row.created_at,
+            result=result,
         )
+        extra = [Generation.objects.select_for_update().get(pk=g.pk) for g in also]
+        offset = 1 + max((int(c.get("index", 0)) for c in choices), default=-1)
+        for other in extra:
+            more = sorted(other.choices or [], key=lambda c: int(c.get("index", 0)))
+            choices += [{**c, "index": offset + i} for i, c in enumerate(more)]
+            offset += len(more)
         samples = []
         for choice in choices:
             count, mean = logprob_stats(choice.get("logprobs"))
@@ -132,6 +148,8 @@ class RunQuerySet(models.QuerySet):
         run.search_text = "\n".join([run.title, run.note, run.prompt, *(s.text for s in samples)])
         run.save(update_fields=["search_text"])
         row.claim()
+        for other in extra:
+            other.claim()
         return run
 
 
@@ -165,6 +183,9 @@ class Run(models.Model):
     generated_at = models.DateTimeField(null=True, blank=True)
     saved_at = models.DateTimeField(auto_now_add=True)
     search_text = models.TextField(blank=True, editable=False)
+    # An Inspect result as its page shows it (token table, choice ranking, both
+    # sides of a compare): the checkpoint it was computed from is purged in 7 days.
+    result = models.JSONField(null=True, blank=True)
 
     objects = RunQuerySet.as_manager()
 
@@ -214,6 +235,7 @@ class Run(models.Model):
             "generated_at": self.generated_at.isoformat() if self.generated_at else None,
             "saved_at": self.saved_at.isoformat(),
             "samples": [s.export_dict() for s in samples],
+            **({"result": self.result} if self.result else {}),
         }
 
 

@@ -9,6 +9,7 @@ unchanged, so the door's FieldError names the field and the page shows it there.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +71,12 @@ def _number(raw: str, kind: str) -> Any:
                 as_float = float(raw)
             except ValueError:
                 return raw
+            if not math.isfinite(as_float):
+                return raw
             return int(as_float) if as_float.is_integer() else as_float
         return raw
+    if kind == "float" and not math.isfinite(value):
+        return raw  # "inf", "nan", "1e309": not numbers JSON (or the door) can take
     if kind == "float" and value.is_integer():
         value = float(value)
     return value

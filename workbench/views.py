@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
@@ -16,8 +17,10 @@ from completions.client import count_tokens, get_model, list_models, public_back
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
+from loom.forms import first_error
 from workbench import code, params
 from workbench.display import LEGEND, sample_views
+from workbench.forms import PresetForm, SavedPromptForm, SaveForm, check_text
 from workbench.models import TRANSPORT_PARAMS, Preset, Run, SavedPrompt
 
 PAGE = "workbench/workbench.html"
@@ -84,6 +87,9 @@ def _error_slots(exc: ParamsInvalid | None) -> list[tuple[str, str]]:
 
 def _check(request: HttpRequest) -> tuple[dict[str, Any], ParamsInvalid | None, ModelInfo | None]:
     data = params.request_from_form(request.POST)
+    unstorable = check_text(request.POST)
+    if unstorable is not None:
+        return data, unstorable, None
     info = _model_info(data.get("model", ""))
     try:
         validate_params(data, model=info)
@@ -257,14 +263,19 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
     generation = _own_generation(request, generation_id)
     if not generation.is_terminal:
         return render(request, f"{RESULTS}#save_error", {"message": "Wait for the run to end."})
-    indexes = [int(i) for i in request.POST.getlist("choice") if i.isdigit()]
+    form = SaveForm(
+        request.POST, indexes=[int(c.get("index", i)) for i, c in enumerate(generation.choices)]
+    )
+    if not form.is_valid():
+        return render(request, f"{RESULTS}#save_error", {"message": first_error(form)})
+    indexes = form.cleaned_data["choice"]
     # The save form marks itself, so unticking every sample is not "save all".
     if not generation.choices or ("choices_present" in request.POST and not indexes):
         return render(request, f"{RESULTS}#save_error", {"message": "Choose a sample to keep."})
     run = Run.objects.save_generation(
         generation,
-        title=request.POST.get("title", ""),
-        note=request.POST.get("note", ""),
+        title=form.cleaned_data["title"],
+        note=form.cleaned_data["note"],
         choice_indexes=indexes or None,
     )
     if not request.htmx:
@@ -278,6 +289,10 @@ def open_in_loom(request: HttpRequest) -> HttpResponse:
         raise Http404
     from loom.models import Tree
 
+    unstorable = check_text(request.POST)
+    if unstorable is not None:
+        messages.error(request, f"Not opened in the Loom: {unstorable}")
+        return redirect("workbench")
     body = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
     tree = Tree.objects.create_from_prompt(
         request.user, request.POST.get("prompt", ""), settings=body
@@ -298,9 +313,14 @@ def _presets(request: HttpRequest, **extra: Any) -> HttpResponse:
 
 @require_POST
 def preset_save(request: HttpRequest) -> HttpResponse:
-    name = request.POST.get("preset_name", "").strip()[:100]
-    if not name:
-        return _presets(request, preset_error="Name the preset first.")
+    form = PresetForm(request.POST)
+    if not form.is_valid():
+        if "preset_name" in form.errors and not request.POST.get("preset_name", "").strip():
+            return _presets(request, preset_error="Name the preset first.")
+        return _presets(request, preset_error=f"Not saved: {first_error(form)}")
+    if (unstorable := check_text(request.POST)) is not None:
+        return _presets(request, preset_error=f"Not saved: {unstorable}")
+    name = form.cleaned_data["preset_name"]
     data = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
     Preset.objects.update_or_create(owner=request.user, name=name, defaults={"params": data})
     return _presets(request, preset_message=f"Saved preset “{name}”.")
@@ -327,14 +347,19 @@ def _prompts(request: HttpRequest, **extra: Any) -> HttpResponse:
 
 @require_POST
 def prompt_save(request: HttpRequest) -> HttpResponse:
-    name = request.POST.get("prompt_name", "").strip()[:200]
-    if not name:
-        return _prompts(request, prompt_error="Name the prompt first.")
+    form = SavedPromptForm(request.POST)
+    if not form.is_valid():
+        if "prompt_name" in form.errors and not request.POST.get("prompt_name", "").strip():
+            return _prompts(request, prompt_error="Name the prompt first.")
+        return _prompts(request, prompt_error=f"Not saved: {first_error(form)}")
+    if (unstorable := check_text(request.POST)) is not None:
+        return _prompts(request, prompt_error=f"Not saved: {unstorable}")
+    name = form.cleaned_data["prompt_name"]
     data = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
     SavedPrompt.objects.update_or_create(
         owner=request.user,
         name=name,
-        defaults={"prompt": request.POST.get("prompt", ""), "params": data},
+        defaults={"prompt": form.cleaned_data["prompt"], "params": data},
     )
     return _prompts(request, prompt_message=f"Saved prompt “{name}”.")
 

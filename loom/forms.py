@@ -1,0 +1,55 @@
+"""The Loom's small forms. Every text a user sends goes through a Django
+CharField, whose ProhibitNullCharactersValidator is the one NUL check: Postgres
+text cannot hold U+0000, so without it a NUL became a 500 at the INSERT."""
+
+from __future__ import annotations
+
+from django import forms
+
+from loom.models import TAG_MAX
+
+TITLE_MAX = 200  # Tree.title's column
+QUERY_MAX = 500
+
+
+class NewTreeForm(forms.Form):
+    prompt = forms.CharField(
+        strip=False, error_messages={"required": "Write a prompt to start a tree from."}
+    )
+    title = forms.CharField(required=False, max_length=TITLE_MAX)
+
+    def clean_prompt(self) -> str:
+        prompt = self.cleaned_data["prompt"]
+        if not prompt.strip():
+            raise forms.ValidationError("Write a prompt to start a tree from.")
+        return prompt
+
+
+class TitleForm(forms.Form):
+    title = forms.CharField(max_length=TITLE_MAX)
+
+
+class TextForm(forms.Form):
+    """A node's text (add a child, edit)."""
+
+    text = forms.CharField(required=False, strip=False)
+
+
+class TagForm(forms.Form):
+    tag = forms.CharField(required=False, max_length=TAG_MAX * 4)
+
+
+class SearchForm(forms.Form):
+    q = forms.CharField(required=False, max_length=QUERY_MAX)
+
+
+class ExportForm(forms.Form):
+    node = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+
+
+def first_error(form: forms.Form) -> str:
+    """One line naming the field and what is wrong with it."""
+    for name, errors in form.errors.items():
+        label = "" if name == "__all__" else f"{name}: "
+        return f"{label}{errors[0]}"
+    return ""

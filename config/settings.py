@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "workbench",
     "loom",
     "inspector",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -149,6 +150,8 @@ WEFT_BACKEND_API_KEY = env_str("WEFT_BACKEND_API_KEY")
 WEFT_BACKEND_CONNECT_TIMEOUT = env_float("WEFT_BACKEND_CONNECT_TIMEOUT", 5.0)
 WEFT_BACKEND_READ_TIMEOUT = env_float("WEFT_BACKEND_READ_TIMEOUT", 120.0)
 WEFT_MONTHLY_TOKEN_BUDGET = env_int("WEFT_MONTHLY_TOKEN_BUDGET", 2_000_000, minimum=0)
+# Each API key's monthly budget unless the admin sets an override on the key.
+WEFT_API_KEY_MONTHLY_BUDGET = env_int("WEFT_API_KEY_MONTHLY_BUDGET", 2_000_000, minimum=0)
 # Retries only where the seed allows them (429 queue_full/rate_limited, 502, 503); a
 # Retry-After longer than the wait cap is reported instead of slept through.
 WEFT_BACKEND_MAX_RETRIES = env_int("WEFT_BACKEND_MAX_RETRIES", 3, minimum=0)

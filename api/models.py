@@ -150,3 +150,74 @@ class ApiKey(models.Model):
 
 
 # --- below: the proxy's ledger and request metadata (owned by the /v1 proxy) ---------
+
+
+class ApiKeyMonth(models.Model):
+    """One key's tokens in one UTC calendar month: `reserved` holds the worst case of
+    requests in flight, `used` what finished requests actually cost. A new month is a new
+    row, so nothing is ever reset."""
+
+    key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="months")
+    month = models.DateField()
+    used = models.BigIntegerField(default=0)
+    reserved = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["key", "month"], name="api_key_month_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key_id} {self.month:%Y-%m}: {self.used} used, {self.reserved} reserved"
+
+
+class ApiRequestQuerySet(models.QuerySet):
+    def for_key(self, key: ApiKey) -> ApiRequestQuerySet:
+        return self.filter(key=key)
+
+
+class ApiRequest(models.Model):
+    """Metadata of one authenticated /v1 request — never its prompt or completion text.
+    A row with `settled=False` still holds `reserved_tokens` in its key's month."""
+
+    request_id = models.CharField(max_length=40, unique=True)
+    key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, related_name="requests")
+    key_prefix = models.CharField(max_length=32)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    endpoint = models.CharField(max_length=64)
+    model = models.CharField(max_length=200, blank=True)
+    served_model = models.CharField(max_length=200, blank=True)
+    workload = models.CharField(max_length=16, blank=True)
+    stream = models.BooleanField(default=False)
+    status = models.PositiveSmallIntegerField(default=0)  # 0 while in flight
+    error_code = models.CharField(max_length=64, blank=True)
+    clamped = models.CharField(max_length=120, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    reserved_tokens = models.PositiveBigIntegerField(default=0)
+    budget_month = models.DateField(null=True, blank=True)
+    settled = models.BooleanField(default=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["key", "-created_at"], name="api_request_key_recent"),
+            models.Index(
+                fields=["created_at"],
+                name="api_request_unsettled",
+                condition=models.Q(settled=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.endpoint} {self.status}"
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens

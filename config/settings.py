@@ -13,6 +13,7 @@ from config.env import (
     database_from_url,
     embedded_database_url,
     embedded_redis_url,
+    env_backends,
     env_bool,
     env_float,
     env_int,
@@ -147,6 +148,10 @@ WEFT_BACKEND_URL = check_http_url(
     "WEFT_BACKEND_URL", env_str("WEFT_BACKEND_URL") or f"http://127.0.0.1:{WEFT_ENGINE_PORT}/v1"
 )
 WEFT_BACKEND_API_KEY = env_str("WEFT_BACKEND_API_KEY")
+# Several backends, each model under a short id (README: Model routing); empty: the
+# one backend above. WEFT_DEFAULT_MODEL picks the default short id among them.
+WEFT_BACKENDS = env_backends("WEFT_BACKENDS")
+WEFT_DEFAULT_MODEL = env_str("WEFT_DEFAULT_MODEL")
 WEFT_BACKEND_CONNECT_TIMEOUT = env_float("WEFT_BACKEND_CONNECT_TIMEOUT", 5.0)
 WEFT_BACKEND_READ_TIMEOUT = env_float("WEFT_BACKEND_READ_TIMEOUT", 120.0)
 WEFT_MONTHLY_TOKEN_BUDGET = env_int("WEFT_MONTHLY_TOKEN_BUDGET", 2_000_000, minimum=0)

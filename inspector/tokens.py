@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 
-from completions.client import BackendClient, server_root
+from completions.client import BackendClient, route
+from completions.errors import BackendError
 
 _MISSING = (404, 405, 501)
 
@@ -22,8 +23,13 @@ _MISSING = (404, 405, 501)
 def _post(path: str, body: dict[str, Any]) -> httpx.Response | None:
     with BackendClient("interactive", max_retries=0) as client:
         try:
-            return client._http.post(f"{server_root()}{path}", json=body)
-        except httpx.HTTPError:
+            to = route(body["model"])  # the model's own backend, under its own name
+            return client._http.post(
+                f"{to.backend.root}{path}",
+                json={**body, "model": to.upstream or body["model"]},
+                headers=client.headers(to.backend.api_key),
+            )
+        except (httpx.HTTPError, BackendError):
             return None
 
 

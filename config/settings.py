@@ -157,6 +157,19 @@ WEFT_BACKEND_READ_TIMEOUT = env_float("WEFT_BACKEND_READ_TIMEOUT", 120.0)
 WEFT_MONTHLY_TOKEN_BUDGET = env_int("WEFT_MONTHLY_TOKEN_BUDGET", 2_000_000, minimum=0)
 # Each API key's monthly budget unless the admin sets an override on the key.
 WEFT_API_KEY_MONTHLY_BUDGET = env_int("WEFT_API_KEY_MONTHLY_BUDGET", 2_000_000, minimum=0)
+# The /v1 proxy. Per key: active requests, more waiting in order, starts per minute
+# (state in Redis, as leases that expire when a process dies without releasing them).
+WEFT_API_MAX_ACTIVE = env_int("WEFT_API_MAX_ACTIVE", 16, minimum=1)
+WEFT_API_MAX_WAITING = env_int("WEFT_API_MAX_WAITING", 64, minimum=0)
+WEFT_API_RATE_PER_MINUTE = env_int("WEFT_API_RATE_PER_MINUTE", 600, minimum=1)
+WEFT_API_LEASE_SECONDS = env_float("WEFT_API_LEASE_SECONDS", 30.0, minimum=1.0)
+# A non-streaming request must finish inside this window (else 504 upstream_deadline);
+# an omitted max_tokens is cut to window × decode rate tokens (seed: ~15,600).
+WEFT_API_REQUEST_WINDOW_SECONDS = env_float("WEFT_API_REQUEST_WINDOW_SECONDS", 120.0, minimum=1.0)
+WEFT_API_DECODE_RATE = env_float("WEFT_API_DECODE_RATE", 130.0, minimum=0.1)
+WEFT_API_MAX_BODY_BYTES = env_int("WEFT_API_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
+# A revoked key (or a changed budget) is honoured within this many seconds.
+WEFT_API_KEY_CACHE_SECONDS = env_float("WEFT_API_KEY_CACHE_SECONDS", 5.0)
 # Retries only where the seed allows them (429 queue_full/rate_limited, 502, 503); a
 # Retry-After longer than the wait cap is reported instead of slept through.
 WEFT_BACKEND_MAX_RETRIES = env_int("WEFT_BACKEND_MAX_RETRIES", 3, minimum=0)

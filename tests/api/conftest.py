@@ -74,3 +74,87 @@ def scripted_received(base: str, path: str = "/v1/completions") -> list[dict]:
 
     got = httpx.get(f"{base}/_scripted/requests").json()["requests"]
     return [r for r in got if r["path"] == path]
+
+
+# --- the /v1 proxy: real ASGI servers on the test database, a scripted engine behind ---
+
+
+class ProxyBackend:
+    """The scripted engine behind the proxy: queue faults, read back what it received."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def faults(self, *faults: dict) -> None:
+        import httpx
+
+        httpx.post(
+            f"{self.base}/_scripted/faults", json={"faults": list(faults)}
+        ).raise_for_status()
+
+    def requests(self, path: str = "/v1/completions") -> list[dict]:
+        return scripted_received(self.base, path)
+
+    def reset(self) -> None:
+        import httpx
+
+        httpx.delete(f"{self.base}/_scripted/faults").raise_for_status()
+        httpx.delete(f"{self.base}/_scripted/requests").raise_for_status()
+
+
+# The seed's examples name "llama-8b": here it is an alias of the scripted model.
+PROXY_BACKENDS = '[{{"name": "scripted-gpu0", "url": "{url}/v1", "models": {{"llama-8b": "scripted", "scripted": "scripted"}}}}]'
+
+
+@pytest.fixture(scope="session")
+def proxy_engine():
+    from engine.testing import run_engine
+
+    with run_engine("scripted") as url:
+        yield url
+
+
+def proxy_env_for(engine: str, **extra: str) -> dict:
+    from django.conf import settings
+
+    from tests.support import child_env
+
+    return child_env(
+        settings.DATABASES["default"]["NAME"],
+        WEFT_BACKENDS=PROXY_BACKENDS.format(url=engine),
+        WEFT_DEFAULT_MODEL="llama-8b",
+        WEFT_BACKEND_READ_TIMEOUT="10",
+        **extra,
+    )
+
+
+@pytest.fixture(scope="session")
+def proxy_web(django_db_setup, proxy_engine):
+    """One real ASGI server (uvicorn, as `make run` starts it) in front of the scripted
+    engine. Tests need django_db(transaction=True) so their keys are visible to it."""
+    from tests.support import Supervisor, free_port, start_web
+
+    sup = Supervisor()
+    try:
+        yield start_web(sup, proxy_env_for(proxy_engine), free_port())
+    finally:
+        sup.stop_all()
+
+
+@pytest.fixture
+def proxy(proxy_web, proxy_engine):
+    """(base URL of Weft's /v1, the scripted backend) with a clean fault queue."""
+    backend = ProxyBackend(proxy_engine)
+    backend.reset()
+    yield f"{proxy_web}/v1", backend
+    backend.reset()
+
+
+@pytest.fixture
+def api_key(make_key):
+    """A fresh key's secret (its own limits and budget)."""
+
+    def make(budget: int | None = None, user=None) -> str:
+        return make_key(user=user, budget=budget)[1]
+
+    return make

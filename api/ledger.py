@@ -1,0 +1,266 @@
+"""Per-key monthly token budgets for the API: reserve the worst case, clamp, settle.
+
+Like the pages' budget (completions/budget.py) a request reserves its worst case
+(prompt tokens + choices × max_tokens) under SELECT ... FOR UPDATE on the key's month
+row before anything is sent, and the reservation is replaced by actual use when it ends
+— so concurrent requests can never overshoot. Unlike the pages, the API clamps: when
+max_tokens does not fit what is left, it is reduced to what does.
+
+The proxy runs in the ASGI event loop, so this module talks to Postgres with psycopg's
+async connections from a small per-loop pool (Django's async ORM would hop to a
+thread for every query, and a transaction cannot span those hops). The rows are the
+Django models ApiKeyMonth / ApiRequest; the synchronous readers below use the ORM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from django.db import connections
+from django.db.models import Sum
+from django.utils import timezone
+from psycopg.pq import TransactionStatus
+
+from api.errors import ApiError
+from api.models import ApiKey, ApiKeyMonth, ApiRequest
+from completions.budget import month_of, next_reset
+
+log = logging.getLogger(__name__)
+
+MONTHS = "api_apikeymonth"
+REQUESTS = "api_apirequest"
+assert ApiKeyMonth._meta.db_table == MONTHS and ApiRequest._meta.db_table == REQUESTS
+POOL_IDLE = 16
+
+# --- an async connection pool, one per event loop ---------------------------------------
+
+
+def _connect_params() -> dict[str, Any]:
+    params = dict(connections["default"].get_connection_params())
+    for sync_only in ("cursor_factory", "context"):
+        params.pop(sync_only, None)
+    return params
+
+
+class _Pool:
+    def __init__(self) -> None:
+        self.idle: list[psycopg.AsyncConnection] = []
+        self.params = _connect_params()
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        conn = None
+        while self.idle and conn is None:
+            candidate = self.idle.pop()
+            conn = None if candidate.closed else candidate
+        if conn is None:
+            conn = await psycopg.AsyncConnection.connect(**self.params, autocommit=True)
+        try:
+            yield conn
+        finally:
+            # Back to the pool only when idle: a connection left mid-transaction (a
+            # cancelled request) or broken is closed instead.
+            idle = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+            if idle and len(self.idle) < POOL_IDLE:
+                self.idle.append(conn)
+            else:
+                await conn.close()
+
+
+_pools: dict[int, _Pool] = {}
+
+
+def _pool() -> _Pool:
+    loop = id(asyncio.get_running_loop())
+    pool = _pools.get(loop)
+    if pool is None:
+        pool = _pools[loop] = _Pool()
+    return pool
+
+
+# --- reserve and settle ------------------------------------------------------------------
+
+
+@dataclass
+class Reservation:
+    request_id: str
+    key_id: int
+    month: dt.date
+    reserved: int
+    max_tokens: int  # what may be generated per choice (clamped or not)
+    clamped: bool
+    left: int  # what was left before this reservation
+
+
+def max_tokens_fit(left: int, prompt_tokens: int, choices: int) -> int:
+    return max(0, (left - prompt_tokens) // max(1, choices))
+
+
+def budget_exceeded(left: int, prompt_tokens: int) -> ApiError:
+    reset = next_reset()
+    return ApiError(
+        "budget_exceeded",
+        f"this key has {left:,} tokens left this month; the prompt alone needs "
+        f"{prompt_tokens:,} and at least one generated token must fit. The budget resets "
+        f"on {reset:%Y-%m-%d} 00:00 UTC.",
+        retry_after=max(1.0, (reset - timezone.now()).total_seconds()),
+        left=left,
+    )
+
+
+async def reserve(
+    row: dict[str, Any],
+    *,
+    key_id: int,
+    budget: int,
+    prompt_tokens: int,
+    choices: int,
+    max_tokens: int,
+    tentative: bool = False,
+) -> Reservation | None:
+    """Reserve prompt_tokens + choices × max_tokens, or as much of it as fits (max_tokens
+    reduced), and insert the request's metadata row in the same transaction. Raises
+    ApiError budget_exceeded when not even one token per choice fits. `tentative`
+    (prompt_tokens is only a bound): reserve nothing and return None instead of clamping
+    or refusing, so the caller can count exactly and ask again."""
+    month = month_of()
+    async with _pool().connection() as conn, conn.transaction():
+        await conn.execute(
+            "INSERT INTO api_apikeymonth (key_id, month, used, reserved) VALUES (%s, %s, 0, 0) "
+            "ON CONFLICT (key_id, month) DO NOTHING",
+            (key_id, month),
+        )
+        cur = await conn.execute(
+            "SELECT used, reserved FROM api_apikeymonth WHERE key_id = %s AND month = %s FOR UPDATE",
+            (key_id, month),
+        )
+        used, reserved_now = await cur.fetchone()
+        left = max(0, budget - used - reserved_now)
+        fit = min(max_tokens, max_tokens_fit(left, prompt_tokens, choices))
+        if tentative and fit < max_tokens:
+            return None
+        if fit < 1:
+            raise budget_exceeded(left, prompt_tokens)
+        asked = prompt_tokens + choices * fit
+        await conn.execute(
+            "UPDATE api_apikeymonth SET reserved = reserved + %s WHERE key_id = %s AND month = %s",
+            (asked, key_id, month),
+        )
+        await _insert(
+            conn, {**row, "reserved_tokens": asked, "budget_month": month, "settled": False}
+        )
+    return Reservation(row["request_id"], key_id, month, asked, fit, fit < max_tokens, left)
+
+
+async def settle(
+    res: Reservation, prompt_tokens: int, completion_tokens: int, **fields: Any
+) -> int:
+    """Replace the reservation by what was used (never more than was reserved) and
+    finish the request's row; returns the tokens charged."""
+    charged = min(res.reserved, prompt_tokens + completion_tokens)
+    async with _pool().connection() as conn, conn.transaction():
+        cur = await conn.execute(
+            "UPDATE api_apirequest SET settled = true WHERE request_id = %s AND NOT settled",
+            (res.request_id,),
+        )
+        if cur.rowcount == 1:  # exactly once, even if called twice
+            await conn.execute(
+                "UPDATE api_apikeymonth SET reserved = reserved - %s, used = used + %s "
+                "WHERE key_id = %s AND month = %s",
+                (res.reserved, charged, res.key_id, res.month),
+            )
+        await _update(
+            conn,
+            res.request_id,
+            {**fields, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+        )
+    return charged
+
+
+_COLUMNS = {f.column for f in ApiRequest._meta.concrete_fields} - {"id"}
+
+
+async def _insert(conn: psycopg.AsyncConnection, row: dict[str, Any]) -> None:
+    names = [name for name in row if name in _COLUMNS]
+    columns = ", ".join(names)
+    marks = ", ".join(["%s"] * len(names))
+    await conn.execute(
+        f"INSERT INTO {REQUESTS} ({columns}) VALUES ({marks})",  # noqa: S608 - names are ours
+        [row[name] for name in names],
+    )
+
+
+async def _update(conn: psycopg.AsyncConnection, request_id: str, fields: dict[str, Any]) -> None:
+    names = [name for name in fields if name in _COLUMNS]
+    if not names:
+        return
+    sets = ", ".join(f"{name} = %s" for name in names)
+    await conn.execute(
+        f"UPDATE {REQUESTS} SET {sets} WHERE request_id = %s",  # noqa: S608 - names are ours
+        [*(fields[name] for name in names), request_id],
+    )
+
+
+async def record(row: dict[str, Any]) -> None:
+    """The metadata row of a request that reserved nothing (refused, invalid, a listing)."""
+    async with _pool().connection() as conn:
+        await _insert(conn, {**row, "settled": True})
+
+
+def request_row(**fields: Any) -> dict[str, Any]:
+    """Defaults for every NOT NULL column a metadata row needs."""
+    return {
+        "key_prefix": "",
+        "model": "",
+        "served_model": "",
+        "workload": "",
+        "stream": False,
+        "status": 0,
+        "error_code": "",
+        "clamped": "",
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "reserved_tokens": 0,
+        "settled": True,
+        "created_at": timezone.now(),
+        **fields,
+    }
+
+
+# --- readers (sync, for pages) -----------------------------------------------------------
+
+
+def usage_summary(key: ApiKey, month: dt.date | None = None) -> dict[str, int]:
+    """This month's tokens of one key: {budget, used, reserved, remaining}."""
+    month = month or month_of()
+    row = ApiKeyMonth.objects.filter(key=key, month=month).first()
+    budget = key.budget_tokens()
+    used = row.used if row else 0
+    reserved = row.reserved if row else 0
+    return {
+        "budget": budget,
+        "used": used,
+        "reserved": reserved,
+        "remaining": max(0, budget - used - reserved),
+    }
+
+
+def key_totals(key: ApiKey, month: dt.date | None = None) -> dict[str, int]:
+    month = month or month_of()
+    start = dt.datetime(month.year, month.month, 1, tzinfo=dt.UTC)
+    rows = ApiRequest.objects.filter(
+        key=key, created_at__gte=start, created_at__lt=next_reset(start)
+    )
+    totals = rows.aggregate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
+    return {
+        "requests": rows.count(),
+        "prompt_tokens": totals["prompt"] or 0,
+        "completion_tokens": totals["completion"] or 0,
+    }

@@ -1,0 +1,11 @@
+// Swagger UI (vendored from npm's swagger-ui-dist) over this server's own spec.
+document.addEventListener("DOMContentLoaded", () => {
+  const root = document.getElementById("swagger-ui");
+  window.ui = SwaggerUIBundle({
+    url: root.dataset.specUrl,
+    dom_id: "#swagger-ui",
+    deepLinking: true,
+    tryItOutEnabled: false,
+    persistAuthorization: false,
+  });
+});

@@ -46,6 +46,8 @@ def _connect_params() -> dict[str, Any]:
     params = dict(connections["default"].get_connection_params())
     for sync_only in ("cursor_factory", "context"):
         params.pop(sync_only, None)
+    # The few statements here run on every request: prepare them once per connection.
+    params["prepare_threshold"] = 0
     return params
 
 
@@ -96,7 +98,6 @@ class Reservation:
     reserved: int
     max_tokens: int  # what may be generated per choice (clamped or not)
     clamped: bool
-    left: int  # what was left before this reservation
 
 
 def max_tokens_fit(left: int, prompt_tokens: int, choices: int) -> int:
@@ -115,6 +116,22 @@ def budget_exceeded(left: int, prompt_tokens: int) -> ApiError:
     )
 
 
+# The fast path, one statement (one round trip, autocommit): the month row is created
+# or locked by ON CONFLICT DO UPDATE, which sees its latest committed version, and is
+# only updated WHERE the whole worst case fits; the request's row is inserted only if
+# the reservation was. Anything else (a clamp, a refusal) takes the locked slow path.
+FAST_RESERVE = """
+WITH r AS (
+    INSERT INTO api_apikeymonth AS m (key_id, month, used, reserved)
+    VALUES (%(key_id)s, %(month)s, 0, %(asked)s)
+    ON CONFLICT (key_id, month) DO UPDATE SET reserved = m.reserved + %(asked)s
+    WHERE %(budget)s - m.used - m.reserved >= %(asked)s
+    RETURNING m.id
+)
+INSERT INTO api_apirequest ({columns}) SELECT {values} FROM r RETURNING id
+"""
+
+
 async def reserve(
     row: dict[str, Any],
     *,
@@ -126,60 +143,76 @@ async def reserve(
     tentative: bool = False,
 ) -> Reservation | None:
     """Reserve prompt_tokens + choices × max_tokens, or as much of it as fits (max_tokens
-    reduced), and insert the request's metadata row in the same transaction. Raises
-    ApiError budget_exceeded when not even one token per choice fits. `tentative`
-    (prompt_tokens is only a bound): reserve nothing and return None instead of clamping
-    or refusing, so the caller can count exactly and ask again."""
+    reduced), and insert the request's metadata row with it. Raises ApiError
+    budget_exceeded when not even one token per choice fits. `tentative` (prompt_tokens
+    is only a bound): reserve nothing and return None instead of clamping or refusing,
+    so the caller can count exactly and ask again."""
     month = month_of()
-    async with _pool().connection() as conn, conn.transaction():
-        await conn.execute(
-            "INSERT INTO api_apikeymonth (key_id, month, used, reserved) VALUES (%s, %s, 0, 0) "
-            "ON CONFLICT (key_id, month) DO NOTHING",
-            (key_id, month),
-        )
-        cur = await conn.execute(
-            "SELECT used, reserved FROM api_apikeymonth WHERE key_id = %s AND month = %s FOR UPDATE",
-            (key_id, month),
-        )
-        used, reserved_now = await cur.fetchone()
-        left = max(0, budget - used - reserved_now)
-        fit = min(max_tokens, max_tokens_fit(left, prompt_tokens, choices))
-        if tentative and fit < max_tokens:
-            return None
-        if fit < 1:
-            raise budget_exceeded(left, prompt_tokens)
-        asked = prompt_tokens + choices * fit
-        await conn.execute(
-            "UPDATE api_apikeymonth SET reserved = reserved + %s WHERE key_id = %s AND month = %s",
-            (asked, key_id, month),
-        )
-        await _insert(
-            conn, {**row, "reserved_tokens": asked, "budget_month": month, "settled": False}
-        )
-    return Reservation(row["request_id"], key_id, month, asked, fit, fit < max_tokens, left)
+    asked = prompt_tokens + choices * max_tokens
+    full = {**row, "reserved_tokens": asked, "budget_month": month, "settled": False}
+    async with _pool().connection() as conn:
+        if asked <= budget:  # a new month row starts empty: then it fits
+            names = [name for name in full if name in _COLUMNS]
+            sql = FAST_RESERVE.format(
+                columns=", ".join(names), values=", ".join(f"%({n})s" for n in names)
+            )
+            params = {**{n: full[n] for n in names}, "key_id": key_id, "month": month,
+                      "asked": asked, "budget": budget}  # fmt: skip
+            cur = await conn.execute(sql, params)
+            if await cur.fetchone() is not None:
+                return Reservation(row["request_id"], key_id, month, asked, max_tokens, False)
+        async with conn.transaction():
+            await conn.execute(
+                "INSERT INTO api_apikeymonth (key_id, month, used, reserved) "
+                "VALUES (%s, %s, 0, 0) ON CONFLICT (key_id, month) DO NOTHING",
+                (key_id, month),
+            )
+            cur = await conn.execute(
+                "SELECT used, reserved FROM api_apikeymonth "
+                "WHERE key_id = %s AND month = %s FOR UPDATE",
+                (key_id, month),
+            )
+            used, reserved_now = await cur.fetchone()
+            left = max(0, budget - used - reserved_now)
+            fit = min(max_tokens, max_tokens_fit(left, prompt_tokens, choices))
+            if tentative and fit < max_tokens:
+                return None
+            if fit < 1:
+                raise budget_exceeded(left, prompt_tokens)
+            asked = prompt_tokens + choices * fit
+            await conn.execute(
+                "UPDATE api_apikeymonth SET reserved = reserved + %s "
+                "WHERE key_id = %s AND month = %s",
+                (asked, key_id, month),
+            )
+            await _insert(conn, {**full, "reserved_tokens": asked})
+    return Reservation(row["request_id"], key_id, month, asked, fit, fit < max_tokens)
+
+
+SETTLE = """
+WITH s AS (
+    UPDATE api_apirequest SET settled = true, {sets}
+    WHERE request_id = %(request_id)s AND NOT settled
+    RETURNING key_id, budget_month, reserved_tokens
+)
+UPDATE api_apikeymonth m SET reserved = m.reserved - s.reserved_tokens, used = m.used + %(charged)s
+FROM s WHERE m.key_id = s.key_id AND m.month = s.budget_month
+"""
 
 
 async def settle(
     res: Reservation, prompt_tokens: int, completion_tokens: int, **fields: Any
 ) -> int:
     """Replace the reservation by what was used (never more than was reserved) and
-    finish the request's row; returns the tokens charged."""
+    finish the request's row, exactly once, in one statement; returns the tokens charged."""
     charged = min(res.reserved, prompt_tokens + completion_tokens)
-    async with _pool().connection() as conn, conn.transaction():
-        cur = await conn.execute(
-            "UPDATE api_apirequest SET settled = true WHERE request_id = %s AND NOT settled",
-            (res.request_id,),
-        )
-        if cur.rowcount == 1:  # exactly once, even if called twice
-            await conn.execute(
-                "UPDATE api_apikeymonth SET reserved = reserved - %s, used = used + %s "
-                "WHERE key_id = %s AND month = %s",
-                (res.reserved, charged, res.key_id, res.month),
-            )
-        await _update(
-            conn,
-            res.request_id,
-            {**fields, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+    fields = {**fields, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    names = [name for name in fields if name in _COLUMNS]
+    sql = SETTLE.format(sets=", ".join(f"{n} = %({n})s" for n in names))
+    async with _pool().connection() as conn:
+        await conn.execute(
+            sql,
+            {**{n: fields[n] for n in names}, "request_id": res.request_id, "charged": charged},
         )
     return charged
 
@@ -194,17 +227,6 @@ async def _insert(conn: psycopg.AsyncConnection, row: dict[str, Any]) -> None:
     await conn.execute(
         f"INSERT INTO {REQUESTS} ({columns}) VALUES ({marks})",  # noqa: S608 - names are ours
         [row[name] for name in names],
-    )
-
-
-async def _update(conn: psycopg.AsyncConnection, request_id: str, fields: dict[str, Any]) -> None:
-    names = [name for name in fields if name in _COLUMNS]
-    if not names:
-        return
-    sets = ", ".join(f"{name} = %s" for name in names)
-    await conn.execute(
-        f"UPDATE {REQUESTS} SET {sets} WHERE request_id = %s",  # noqa: S608 - names are ours
-        [*(fields[name] for name in names), request_id],
     )
 
 

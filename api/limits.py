@@ -17,6 +17,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import redis.asyncio as aioredis
 from django.conf import settings
@@ -114,17 +115,22 @@ class Limits:
         )
 
 
-_clients: dict[int, aioredis.Redis] = {}
+_clients: dict[int, tuple[aioredis.Redis, Any, Any]] = {}
+
+
+def _redis() -> tuple[aioredis.Redis, Any, Any]:
+    """One client (its own connection pool) and its scripts (sent by SHA) per event loop."""
+    loop = id(asyncio.get_running_loop())
+    found = _clients.get(loop)
+    if found is None:
+        client = aioredis.Redis.from_url(settings.REDIS_URL, retry=None, socket_timeout=5)
+        found = (client, client.register_script(ACQUIRE), client.register_script(RENEW))
+        _clients[loop] = found
+    return found
 
 
 def redis_client() -> aioredis.Redis:
-    """One client (its own connection pool) per event loop."""
-    loop = id(asyncio.get_running_loop())
-    client = _clients.get(loop)
-    if client is None:
-        client = aioredis.Redis.from_url(settings.REDIS_URL, retry=None, socket_timeout=5)
-        _clients[loop] = client
-    return client
+    return _redis()[0]
 
 
 def _keys(key_id: int) -> list[str]:
@@ -143,12 +149,12 @@ class Slot:
         self._renewer: asyncio.Task | None = None
 
     async def _renew_forever(self) -> None:
-        client = redis_client()
+        renew = _redis()[2]
         lease_ms = int(self.limits.lease_seconds * 1000)
         while True:
             await asyncio.sleep(self.limits.lease_seconds / 3)
             try:
-                await client.eval(RENEW, 1, self.keys[0], self.request_id, lease_ms)
+                await renew(keys=self.keys[:1], args=[self.request_id, lease_ms])
             except Exception as exc:  # a Redis hiccup must not break the response
                 log.warning("api limits: lease renewal failed: %s", type(exc).__name__)
 
@@ -167,14 +173,14 @@ class Slot:
 
 
 async def _acquire(slot: Slot, limits: Limits) -> None:
-    client = redis_client()
+    acquire = _redis()[1]
     args = [slot.request_id, limits.max_active, limits.max_waiting,
             int(limits.lease_seconds * 1000), int(limits.wait_lease_seconds * 1000),
             limits.rate_per_minute]  # fmt: skip
     first = "1"
     pause = 0.005
     while True:
-        verdict, wait_ms = await client.eval(ACQUIRE, 5, *slot.keys, *args, first)
+        verdict, wait_ms = await acquire(keys=slot.keys, args=[*args, first])
         verdict = verdict.decode() if isinstance(verdict, bytes) else verdict
         if verdict == "go":
             return

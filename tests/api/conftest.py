@@ -124,6 +124,8 @@ def proxy_env_for(engine: str, **extra: str) -> dict:
         WEFT_BACKENDS=PROXY_BACKENDS.format(url=engine),
         WEFT_DEFAULT_MODEL="llama-8b",
         WEFT_BACKEND_READ_TIMEOUT="10",
+        # A short request window: ~390 tokens at the default 130 tokens/s.
+        WEFT_API_REQUEST_WINDOW_SECONDS="3",
         **extra,
     )
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
@@ -228,8 +227,11 @@ def view_code(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"errors": _error_slots(invalid), "invalid": invalid}
     if invalid is None:
         body = validate_params(data).to_body()
-        context["curl"] = code.as_curl(body, settings.WEFT_BACKEND_URL)
-        context["python"] = code.as_python(body, settings.WEFT_BACKEND_URL)
+        # Weft's own /v1 (with a key from the API keys page): the short ids are routing
+        # aliases, which a backend behind Weft would not know.
+        api = request.build_absolute_uri("/v1")
+        context["curl"] = code.as_curl(body, api)
+        context["python"] = code.as_python(body, api)
     return render(request, f"{PAGE}#code", context)
 
 

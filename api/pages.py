@@ -43,7 +43,7 @@ def keys(request: HttpRequest) -> HttpResponse:
                 snippets=snippets.for_key(api_base_url(request), secret, model),
                 form=KeyForm(),
             )
-        else:
+        elif not request.htmx:  # htmx swaps 2xx only: the form comes back with its errors
             status = 400
     context["rows"] = _rows(request.user)
     template = f"{PAGE}#keys-main" if request.htmx else PAGE

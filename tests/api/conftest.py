@@ -160,3 +160,25 @@ def api_key(make_key):
         return make_key(user=user, budget=budget)[1]
 
     return make
+
+
+LIMITS_ENV = {
+    "WEFT_API_MAX_ACTIVE": "2",
+    "WEFT_API_MAX_WAITING": "2",
+    "WEFT_API_RATE_PER_MINUTE": "8",
+    "WEFT_API_LEASE_SECONDS": "2",
+}
+
+
+@pytest.fixture(scope="session")
+def limited_pair(django_db_setup, proxy_engine):
+    """Two ASGI server processes on the same Redis and database, with small limits
+    (2 active + 2 waiting per key, 8 starts a minute, 2 s leases)."""
+    from tests.support import Supervisor, free_port, start_web
+
+    sup = Supervisor()
+    env = proxy_env_for(proxy_engine, **LIMITS_ENV)
+    try:
+        yield [start_web(sup, env, free_port()) + "/v1" for _ in range(2)], env
+    finally:
+        sup.stop_all()

@@ -51,6 +51,7 @@ class Request:
         self.ip: str | None = client[0] if client else None
         self.extra_headers: dict[str, str] = {}  # upstream model/gpu, clamp
         self.started_response = False
+        self.finished_response = False
         self.status = 0
         self.client_gone = False
 
@@ -101,6 +102,8 @@ class Request:
         watcher = asyncio.ensure_future(self._wait_disconnect())
         try:
             await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if self.finished_response:  # the client left after the whole answer: fine
+                await asyncio.wait({task})
         finally:
             if not task.done():
                 self.client_gone = True
@@ -132,6 +135,8 @@ class Request:
 
     async def body(self, data: bytes, *, more: bool = False) -> None:
         await self._send({"type": "http.response.body", "body": data, "more_body": more})
+        if not more:
+            self.finished_response = True
 
     async def json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()

@@ -24,7 +24,7 @@ from django.conf import settings
 
 from api import auth, ledger, limits
 from api.errors import ERRORS, ApiError
-from api.http import GzipStream, Request
+from api.http import GZIP_MIN_BYTES, GzipStream, Request
 from completions import passthrough
 from completions.client import alist_models, prompt_token_bound
 from completions.errors import BackendError, BackendUnavailable, ModelNotFound, UpstreamTimeout
@@ -218,8 +218,10 @@ def _upstream_headers(req: Request, response: httpx.Response | None, to: passthr
     req.extra_headers["X-Acs-Upstream-Gpu"] = gpu or to.backend
 
 
-async def pass_json(req: Request, plan: Plan, meter: Meter) -> None:
-    """A non-streaming answer, inside the request window; gzip when asked and worth it."""
+async def pass_json(req: Request, plan: Plan, meter: Meter) -> str:
+    """A non-streaming answer, inside the request window; gzip when asked and worth it.
+    Returns "" or the error code of a body that broke after its headers went out (the
+    response is then left incomplete, so the client cannot take it for a whole one)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + settings.WEFT_API_REQUEST_WINDOW_SECONDS
     try:
@@ -238,37 +240,48 @@ async def pass_json(req: Request, plan: Plan, meter: Meter) -> None:
         headers = {"Content-Type": response.headers.get("content-type", "application/json")}
         length = response.headers.get("content-length")
         zipper = None
-        if req.accepts_gzip and not (length and int(length) < 1024):
+        if req.accepts_gzip and not (length and int(length) < GZIP_MIN_BYTES):
             zipper = GzipStream()
             headers["Content-Encoding"] = "gzip"
             headers["Vary"] = "Accept-Encoding"
         elif length:
             headers["Content-Length"] = length
         tail = b""
-        async with asyncio.timeout_at(deadline):
-            chunks = response.aiter_raw()
-            try:
-                first = await anext(chunks)
-            except StopAsyncIteration:
-                first = b""
-            except httpx.HTTPError as exc:
-                raise upstream_error(passthrough.transport_error(exc)) from None
-            await req.start(200, headers)
-            chunk = first
-            while True:
-                tail = (tail + chunk)[-TAIL_BYTES:]
-                if zipper is not None:
-                    chunk = zipper.feed(chunk)
-                if chunk:
-                    await req.body(chunk, more=True)
+        chunks = response.aiter_raw()
+        try:
+            async with asyncio.timeout_at(deadline):
                 try:
                     chunk = await anext(chunks)
                 except StopAsyncIteration:
-                    break
+                    chunk = b""
+        except (httpx.HTTPError, TimeoutError) as exc:
+            raise _body_error(exc) from None
+        await req.start(200, headers)
+        try:
+            async with asyncio.timeout_at(deadline):
+                while True:
+                    tail = (tail + chunk)[-TAIL_BYTES:]
+                    if zipper is not None:
+                        chunk = zipper.feed(chunk)
+                    if chunk:
+                        await req.body(chunk, more=True)
+                    try:
+                        chunk = await anext(chunks)
+                    except StopAsyncIteration:
+                        break
+        except (httpx.HTTPError, TimeoutError) as exc:
+            return _body_error(exc).code
         await req.body(zipper.finish() if zipper is not None else b"")
         meter.usage = usage_from_tail(tail)
+        return ""
     finally:
         await response.aclose()
+
+
+def _body_error(exc: BaseException) -> ApiError:
+    if isinstance(exc, TimeoutError):
+        return ApiError("upstream_deadline", "the backend did not finish inside the request window")
+    return upstream_error(passthrough.transport_error(exc))
 
 
 DONE = b"data: [DONE]"
@@ -397,7 +410,7 @@ async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
             if plan.params.stream:
                 failure = await pass_stream(req, plan, meter)
             else:
-                await pass_json(req, plan, meter)
+                failure = await pass_json(req, plan, meter)
     except ApiError as exc:
         failure = exc.code
         from_upstream = ERRORS[exc.code].upstream or "X-Acs-Upstream-Error-Kind" in exc.headers

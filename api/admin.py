@@ -27,8 +27,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "revoked_at",
     ]
     readonly_fields = ["user", "prefix", "created_at", "last_used_at"]
+    actions = ["revoke"]
 
     def has_add_permission(self, request) -> bool:
         # A key is made where its secret can be shown once: the API keys page or
         # `manage.py weft_api_key create`.
         return False
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request, queryset) -> None:
+        for key in queryset.active():
+            key.revoke()

@@ -32,3 +32,20 @@ def test_it_sets_and_clears_the_override(client, make_user, make_key, settings):
     listing = client.get("/admin/api/apikey/").content.decode()
     assert key.prefix in listing
     assert client.get("/admin/api/apikey/add/").status_code == 403
+
+
+def test_it_revokes_selected_keys(client, make_user, make_key):
+    from api.models import ApiKey
+
+    first, first_secret = make_key()
+    second, _ = make_key()
+    kept, kept_secret = make_key()
+    client.force_login(make_user(is_staff=True, is_superuser=True))
+    response = client.post(
+        "/admin/api/apikey/",
+        {"action": "revoke", "_selected_action": [first.pk, second.pk]},
+    )
+    assert response.status_code == 302
+    assert ApiKey.objects.authenticate(first_secret) is None
+    assert ApiKey.objects.get(pk=second.pk).is_revoked
+    assert ApiKey.objects.authenticate(kept_secret) == kept

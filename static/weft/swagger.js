@@ -7,5 +7,6 @@ document.addEventListener("DOMContentLoaded", () => {
     deepLinking: true,
     tryItOutEnabled: false,
     persistAuthorization: false,
+    validatorUrl: null,  // never ask validator.swagger.io: nothing leaves this server
   });
 });

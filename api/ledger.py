@@ -286,3 +286,20 @@ def key_totals(key: ApiKey, month: dt.date | None = None) -> dict[str, int]:
         "prompt_tokens": totals["prompt"] or 0,
         "completion_tokens": totals["completion"] or 0,
     }
+
+
+RECENT_REQUESTS = 50
+
+
+def usage_by_key(user: Any) -> list[dict[str, Any]]:
+    """For the Usage page: each of the user's keys with this month's tokens and its most
+    recent requests' metadata (never any text: the rows hold none)."""
+    keys = ApiKey.objects.for_user(user).order_by("revoked_at", "-created_at")
+    return [
+        {
+            "key": key,
+            "summary": usage_summary(key),
+            "requests": list(ApiRequest.objects.for_key(key)[:RECENT_REQUESTS]),
+        }
+        for key in keys
+    ]

@@ -87,6 +87,12 @@ def _pool() -> _Pool:
     return pool
 
 
+async def close_pool() -> None:
+    pool = _pools.pop(id(asyncio.get_running_loop()), None)
+    while pool is not None and pool.idle:
+        await pool.idle.pop().close()
+
+
 # --- reserve and settle ------------------------------------------------------------------
 
 

@@ -129,6 +129,12 @@ def _redis() -> tuple[aioredis.Redis, Any, Any]:
     return found
 
 
+async def close_client() -> None:
+    found = _clients.pop(id(asyncio.get_running_loop()), None)
+    if found is not None:
+        await found[0].aclose()
+
+
 def redis_client() -> aioredis.Redis:
     return _redis()[0]
 

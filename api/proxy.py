@@ -40,6 +40,14 @@ def _in_background(coro: Any) -> None:
     task.add_done_callback(_background.discard)
 
 
+async def close_connections() -> None:
+    """Close this event loop's pools (database, Redis, backend): for tests and tools
+    that run the proxy in a loop of their own."""
+    await ledger.close_pool()
+    await limits.close_client()
+    await passthrough.close_client()
+
+
 def window_tokens() -> int:
     """What a non-streaming request can generate inside the request window."""
     return max(1, int(settings.WEFT_API_REQUEST_WINDOW_SECONDS * settings.WEFT_API_DECODE_RATE))
@@ -446,6 +454,8 @@ def _finish(
         "clamped": req.extra_headers.get("X-Acs-Max-Tokens-Clamped", ""),
         "finished_at": ledger.timezone.now(),
     }
+    log.info("api %s key=%s status=%s code=%s request=%s ms=%s", row["endpoint"],
+             row["key_prefix"], status, failure or "-", req.id, fields["latency_ms"])  # fmt: skip
     if res is None:
         _in_background(_quietly(ledger.record({**row, **fields})))
         return

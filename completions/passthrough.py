@@ -59,6 +59,12 @@ def http() -> httpx.AsyncClient:
     return client
 
 
+async def close_client() -> None:
+    client = _clients.pop(id(asyncio.get_running_loop()), None)
+    if client is not None:
+        await client.aclose()
+
+
 async def target(model_id: str | None) -> Target:
     """The route for a short id (None: the default); raises ModelNotFound or
     BackendUnavailable. Cached briefly in-process: it is asked on every request."""

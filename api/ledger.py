@@ -309,3 +309,48 @@ def usage_by_key(user: Any) -> list[dict[str, Any]]:
         }
         for key in keys
     ]
+
+
+# --- reservations whose process died ------------------------------------------------------
+
+
+def release_stale() -> int:
+    """Give back the reservations of requests whose web process died before settling.
+    A request in flight holds a lease in Redis (api.limits) that it renews; a row still
+    unsettled well past a lease's life, whose lease is gone, has no process left to
+    settle it. What it generated is unknown, so nothing is charged. Returns how many."""
+    import datetime as _dt
+
+    import redis
+    from django.conf import settings
+    from django.db import transaction
+    from django.db.models import F
+
+    from api.limits import active_key
+
+    grace = _dt.timedelta(seconds=2 * settings.WEFT_API_LEASE_SECONDS + 5)
+    candidates = ApiRequest.objects.filter(settled=False, created_at__lt=timezone.now() - grace)
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    seconds, micros = client.time()
+    now_ms = seconds * 1000 + micros // 1000
+    released = 0
+    for row in candidates.only("pk", "key_id", "request_id").iterator():
+        lease = client.zscore(active_key(row.key_id), row.request_id)
+        if lease is not None and lease > now_ms:
+            continue  # still running somewhere
+        with transaction.atomic():
+            locked = ApiRequest.objects.select_for_update().get(pk=row.pk)
+            if locked.settled:
+                continue
+            ApiKeyMonth.objects.filter(key_id=locked.key_id, month=locked.budget_month).update(
+                reserved=F("reserved") - locked.reserved_tokens
+            )
+            locked.settled = True
+            locked.error_code = locked.error_code or "process_lost"
+            locked.finished_at = timezone.now()
+            locked.save(update_fields=["settled", "error_code", "finished_at"])
+            released += 1
+    client.close()
+    if released:
+        log.warning("api: released %d reservations of requests whose process died", released)
+    return released

@@ -139,6 +139,12 @@ def redis_client() -> aioredis.Redis:
     return _redis()[0]
 
 
+def active_key(key_id: int) -> str:
+    """The Redis sorted set of a key's active requests (member: request id, score: the
+    lease's expiry in ms)."""
+    return _keys(key_id)[0]
+
+
 def _keys(key_id: int) -> list[str]:
     base = f"weft:api:limits:{key_id}"
     return [f"{base}:active", f"{base}:waiting", f"{base}:wait-leases", f"{base}:starts",

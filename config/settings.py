@@ -139,6 +139,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "completions.tasks.purge_expired_generations",
         "schedule": 3600.0,
     },
+    "api-release-stale-reservations": {
+        "task": "api.tasks.release_stale_api_reservations",
+        "schedule": 60.0,
+    },
 }
 
 # The completion backend: any server speaking vLLM's /v1/completions. Unset ->

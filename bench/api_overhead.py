@@ -161,12 +161,20 @@ async def streaming_pairs(direct: str, weft: str, key: str, tokens: int, runs: i
     auth = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(timeout=120) as client:
         for run in range(runs + 1):
-            t0 = time.perf_counter()
-            d = await stream_once(client, f"{direct}/completions", {**body, "model": "scripted"},
-                                  {}, t0)  # fmt: skip
-            t0 = time.perf_counter()
-            w = await stream_once(client, f"{weft}/completions", {**body, "model": "paced"},
-                                  auth, t0)  # fmt: skip
+
+            async def direct_run():
+                return await stream_once(client, f"{direct}/completions",
+                                         {**body, "model": "scripted"}, {}, time.perf_counter())  # fmt: skip
+
+            async def weft_run():
+                return await stream_once(client, f"{weft}/completions",
+                                         {**body, "model": "paced"}, auth, time.perf_counter())  # fmt: skip
+
+            # Alternate which goes first, so a drift in the machine's load cancels out.
+            if run % 2:
+                d, w = await direct_run(), await weft_run()
+            else:
+                w, d = await weft_run(), await direct_run()
             if run == 0:
                 continue  # warm-up
             assert len(d) == len(w), (len(d), len(w))
@@ -227,7 +235,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--stream-tokens", type=int, default=300)
     parser.add_argument("--token-delay", type=float, default=0.005)
-    parser.add_argument("--stream-runs", type=int, default=3)
+    parser.add_argument("--stream-runs", type=int, default=6)
     parser.add_argument("--concurrent", type=int, default=64)
     parser.add_argument("--concurrent-tokens", type=int, default=24)
     args = parser.parse_args()

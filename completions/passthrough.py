@@ -13,6 +13,7 @@ tell it how).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from completions.errors import BackendError
 from completions.schema import ModelInfo
 
 ROUTE_CACHE_SECONDS = 2.0  # in-process; the shared cache behind it holds the listing 30 s
+ROUTE_STALE_SECONDS = 60.0  # past fresh, still answered while a refresh runs
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Target:
 
 _clients: dict[int, httpx.AsyncClient] = {}
 _targets: dict[str | None, tuple[float, Target]] = {}
+_refreshing: dict[str | None, asyncio.Task] = {}
 
 
 def http() -> httpx.AsyncClient:
@@ -67,15 +70,39 @@ async def close_client() -> None:
 
 async def target(model_id: str | None) -> Target:
     """The route for a short id (None: the default); raises ModelNotFound or
-    BackendUnavailable. Cached briefly in-process: it is asked on every request."""
+    BackendUnavailable. Asked on every request, so it is kept in-process: fresh for
+    ROUTE_CACHE_SECONDS, then still answered from memory while a background refresh
+    looks again (a re-pointed alias takes effect a moment later, and no request waits
+    for a models listing once the first one is in)."""
     now = time.monotonic()
     hit = _targets.get(model_id)
-    if hit is not None and now - hit[0] < ROUTE_CACHE_SECONDS:
-        return hit[1]
-    model = await aget_model(model_id)
-    to = await aroute(model.id)
+    if hit is not None:
+        age = now - hit[0]
+        if age < ROUTE_CACHE_SECONDS:
+            return hit[1]
+        if age < ROUTE_STALE_SECONDS:
+            if model_id not in _refreshing:
+                task = asyncio.create_task(_refresh(model_id))
+                _refreshing[model_id] = task
+                task.add_done_callback(lambda _: _refreshing.pop(model_id, None))
+            return hit[1]
+    return await _resolve(model_id)
+
+
+async def _refresh(model_id: str | None) -> None:
+    with contextlib.suppress(BackendError):  # the next request sees the error itself
+        await _resolve(model_id)
+
+
+async def _resolve(model_id: str | None) -> Target:
+    try:
+        model = await aget_model(model_id)
+        to = await aroute(model.id)
+    except BackendError:
+        _targets.pop(model_id, None)
+        raise
     found = Target(model, to.backend.url, to.backend.api_key, to.upstream, to.backend.name)
-    _targets[model_id] = (now, found)
+    _targets[model_id] = (time.monotonic(), found)
     return found
 
 

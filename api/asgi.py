@@ -6,13 +6,10 @@ because none of Django's middleware runs here."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from urllib.parse import parse_qsl
 
 from api.errors import ApiError
-from api.http import Request
-
-log = logging.getLogger(__name__)
+from api.http import Request, log_bug
 
 
 def _is_v1(path: str) -> bool:
@@ -65,7 +62,5 @@ class V1Router:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            from api.proxy import _log_bug
-
-            _log_bug(req, exc)
+            log_bug(req, exc)
             await req.error(ApiError("internal_error", f"internal error; quote {req.id}"))

@@ -12,7 +12,9 @@ import asyncio
 import contextlib
 import gzip
 import json
+import logging
 import time
+import traceback
 import uuid
 import zlib
 from collections.abc import Awaitable
@@ -22,6 +24,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from api.errors import ApiError, api_error_response
+
+log = logging.getLogger("api")
 
 GZIP_MIN_BYTES = 1024  # below this, compressing costs more time than it saves
 GZIP_LEVEL = 5
@@ -167,3 +171,11 @@ class GzipStream:
 
     def finish(self) -> bytes:
         return self._z.flush()
+
+
+def log_bug(req: Request, exc: BaseException) -> None:
+    """An unexpected exception on the /v1 path: its type and traceback frames, never its
+    message (which could quote the request's input)."""
+    frames = "".join(traceback.format_tb(exc.__traceback__))
+    log.error("api %s %s: %s (request %s)\n%s", req.method, req.path, type(exc).__name__,
+              req.id, frames)  # fmt: skip

@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import math
-import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +23,7 @@ from django.conf import settings
 
 from api import auth, ledger, limits
 from api.errors import ERRORS, ApiError
-from api.http import GZIP_MIN_BYTES, GzipStream, Request
+from api.http import GZIP_MIN_BYTES, GzipStream, Request, log_bug
 from completions import passthrough
 from completions.client import alist_models, prompt_token_bound
 from completions.errors import BackendError, BackendUnavailable, ModelNotFound, UpstreamTimeout
@@ -430,7 +429,7 @@ async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
         raise
     except Exception as exc:
         failure = "internal_error"
-        _log_bug(req, exc)
+        log_bug(req, exc)
         await req.error(ApiError("internal_error", f"internal error; quote {req.id}"))
     finally:
         _finish(req, row, res, meter, failure, plan)
@@ -474,13 +473,6 @@ async def _quietly(coro: Any) -> None:
         await coro
     except Exception as exc:
         log.error("api ledger write failed: %s", type(exc).__name__)
-
-
-def _log_bug(req: Request, exc: BaseException) -> None:
-    # The traceback's frames, never the exception's message: it could quote input.
-    frames = "".join(traceback.format_tb(exc.__traceback__))
-    log.error("api %s %s: %s (request %s)\n%s", req.method, req.path, type(exc).__name__,
-              req.id, frames)  # fmt: skip
 
 
 async def models(req: Request) -> None:

@@ -1,5 +1,6 @@
-"""A client that closes its stream midway cancels the upstream request at once (the
-engine is free for the next request) and is charged only what it was sent."""
+"""A client that goes away cancels the upstream request at once (the engine is free for
+the next request) and is charged only what it was sent — or, for a JSON answer that
+never arrived, no more than the backend can have generated meanwhile."""
 
 import time
 
@@ -38,3 +39,18 @@ def test_it_stops_the_backend_and_charges_what_was_sent(proxy, make_key):
     month = ApiKeyMonth.objects.get(key=key)
     assert month.reserved == 0
     assert month.used == row.prompt_tokens + row.completion_tokens
+
+
+def test_it_charges_an_abandoned_json_request_no_more_than_it_could_have_made(proxy, make_key):
+    base, backend = proxy
+    key, secret = make_key()
+    backend.faults({"first_byte_delay": 2})
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(f"{base}/completions", timeout=0.5,
+                   json={"model": "llama-8b", "prompt": "Wait", "max_tokens": 300},
+                   headers={"Authorization": f"Bearer {secret}"})  # fmt: skip
+    row = wait_until(lambda: ApiRequest.objects.filter(key=key, settled=True).first(), 10, "row")
+    assert (row.status, row.error_code) == (499, "client_closed")
+    # ~0.5 s at the assumed 130 tokens/s, not the 300 asked for.
+    assert 30 <= row.completion_tokens <= 150
+    assert ApiKeyMonth.objects.get(key=key).reserved == 0

@@ -27,7 +27,12 @@ from api.http import GZIP_MIN_BYTES, GzipStream, Request, log_bug
 from completions import passthrough
 from completions.client import alist_models, prompt_token_bound
 from completions.errors import BackendError, BackendUnavailable, ModelNotFound, UpstreamTimeout
-from completions.schema import MAX_OUTPUT_WORK, CompletionParams, ParamsInvalid, validate_params
+from completions.schema import (
+    CompletionParams,
+    ParamsInvalid,
+    default_max_tokens,
+    validate_params,
+)
 
 log = logging.getLogger(__name__)
 _background: set[asyncio.Task] = set()
@@ -137,9 +142,7 @@ async def make_plan(data: Any) -> Plan:
     if params.max_tokens is not None:
         requested, source = params.max_tokens, "client"
     else:
-        # The door's rule: min(32,000, the room left in the model's context).
-        room = (to.model.max_model_len or MAX_OUTPUT_WORK) - max(counts)
-        requested, source = max(1, min(MAX_OUTPUT_WORK, room)), "default"
+        requested, source = default_max_tokens(to.model.max_model_len, max(counts)), "default"
     plan = Plan(params, to, sum(counts), exact, requested, requested, source)
     if not params.stream:
         window = window_tokens()

@@ -266,6 +266,14 @@ class CompletionParams(BaseModel):
         return CompletionParams.model_validate({**self.to_body(), **changes})
 
 
+def default_max_tokens(max_model_len: int | None, prompt_tokens: int) -> int:
+    """The wrapper's injected max_tokens for a single prompt with n=1: min(32,000, the
+    room the prompt leaves in the model's context), at least 1 (the backend then says
+    the context is exceeded)."""
+    room = (max_model_len or MAX_OUTPUT_WORK) - prompt_tokens
+    return max(1, min(MAX_OUTPUT_WORK, room))
+
+
 def _field(field: str, code: str, message: str) -> PydanticCustomError:
     # Model-level errors have no location; the field travels in the context.
     return PydanticCustomError(code, message, {"field": field})

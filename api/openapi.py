@@ -420,7 +420,10 @@ def build_spec(server_url: str | None = None) -> dict[str, Any]:
             "description": "OpenAI-compatible POST /v1/completions for raw next-token "
             "generation against base models, with vLLM-native extras. Every error is "
             '`{"error": {"code", "message", "type", ...}, "request_id"}`; every response '
-            "carries X-Request-Id.",
+            "carries X-Request-Id. Beyond the operations below: an unknown path under /v1 is "
+            f"a {ERRORS['not_found'].status} `not_found`, another method on a listed path a "
+            f"{ERRORS['method_not_allowed'].status} `method_not_allowed` (with `Allow`), and "
+            "a query string on any operation a 400 `invalid_request` (none takes one).",
         },
         "servers": [{"url": server_url or "/"}],
         "security": [{"bearer": []}],

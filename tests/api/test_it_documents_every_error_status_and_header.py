@@ -87,5 +87,10 @@ def test_it_knows_every_code_it_lists():
         assert set(op["errors"]) <= set(ERRORS)
     listed = {c for op in OPERATIONS.values() for c in op["errors"]}
     # Every code the API can answer is documented on some operation, except the
-    # route-level ones (unknown route, wrong method), which have no operation.
+    # route-level ones (unknown route, wrong method): the spec's description names those.
     assert set(ERRORS) - listed <= {"not_found", "method_not_allowed"}
+
+
+def test_it_describes_the_route_level_errors(spec):
+    text = spec["info"]["description"]
+    assert "404 `not_found`" in text and "405 `method_not_allowed`" in text

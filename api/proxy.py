@@ -413,8 +413,8 @@ async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
             data = _parse_json(raw)
             plan = await make_plan(data)
             row.update(model=plan.target.model.id, stream=bool(plan.params.stream))
-            meter.prompt_tokens = plan.prompt_tokens
             res = await reserve(plan, key, row)
+            meter.prompt_tokens = plan.prompt_tokens
             if clamp := plan.clamp_header():
                 req.extra_headers["X-Acs-Max-Tokens-Clamped"] = clamp
             if plan.params.stream:
@@ -461,14 +461,24 @@ def _finish(
     if res is None:
         _in_background(_quietly(ledger.record({**row, **fields})))
         return
+    _in_background(_quietly(_settle(res, meter, plan, fields, req.latency_ms() / 1000)))
+
+
+async def _settle(
+    res: ledger.Reservation, meter: Meter, plan: Plan, fields: dict[str, Any], elapsed: float
+) -> None:
     prompt, completion = meter.bill()
-    if failure == "client_closed" and meter.usage is None and plan and not plan.params.stream:
+    if meter.usage is None and not plan.exact:
+        # No usage from the backend (a cut, a client gone): count the prompt exactly
+        # rather than charge its byte bound.
+        counted = await _count(plan.target, plan.params)
+        prompt = sum(counted) if counted is not None else prompt
+    if fields["error_code"] == "client_closed" and meter.usage is None and not plan.params.stream:
         # A non-streaming answer never arrived: charge the prompt and what the backend
         # can have generated meanwhile (at the configured decode rate), no more.
-        elapsed = req.latency_ms() / 1000
         per_choice = min(res.max_tokens, math.ceil(elapsed * settings.WEFT_API_DECODE_RATE))
         completion = per_choice * plan.params.choice_count
-    _in_background(_quietly(ledger.settle(res, prompt, completion, **fields)))
+    await ledger.settle(res, prompt, completion, **fields)
 
 
 async def _quietly(coro: Any) -> None:

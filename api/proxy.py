@@ -331,21 +331,24 @@ async def pass_stream(req: Request, plan: Plan, meter: Meter) -> str:
                         meter.usage = _frame_usage(frame) or meter.usage
                         if not wants_usage:
                             continue
+                    elif frame.startswith(b'data: {"error"') or b'"object":"error"' in frame:
+                        failure = "upstream_error"  # the backend's own error frame, passed on
                     elif frame.startswith(b"data: {"):
                         meter.tokens += 1
                     out.append(frame)
                 if out:
                     await req.body(b"".join(out), more=True)
         except httpx.HTTPError as exc:
-            failure = upstream_error(passthrough.transport_error(exc)).code
-        if not finished and not failure:
-            failure = "upstream_error"
-        if failure:
+            broke = upstream_error(passthrough.transport_error(exc))
+        else:
+            broke = None if finished else ApiError("upstream_error", "the stream ended early")
+        if broke is not None:
+            failure = broke.code
             # Headers are gone: say it in the stream, and never end it as if complete.
             frame = {
                 "error": {
-                    "code": failure,
-                    "message": "the backend's stream ended before [DONE]",
+                    "code": broke.code,
+                    "message": f"{broke.message} (before [DONE])",
                     "type": "server_error",
                     "param": None,
                 },

@@ -491,31 +491,39 @@ async def _quietly(coro: Any) -> None:
         log.error("api ledger write failed: %s", type(exc).__name__)
 
 
+def model_card(m: Any) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "weft",
+        "root": m.root,
+        "default": m.default,
+        "max_model_len": m.max_model_len,
+        "capabilities": {
+            "max_logprobs": m.max_logprobs,
+            "full_vocab_max_prompt_tokens": m.full_vocab_max_prompt_tokens,
+        },
+    }
+
+
 async def models(req: Request) -> None:
     key = await auth.authenticate(req.headers)
-    async with limits.slot_for(key.pk, req.id):
-        try:
-            listed = await alist_models()
-        except BackendError as exc:
-            raise upstream_error(exc) from None
-        data = [
-            {
-                "id": m.id,
-                "object": "model",
-                "created": 0,
-                "owned_by": "weft",
-                "root": m.root,
-                "default": m.default,
-                "max_model_len": m.max_model_len,
-                "capabilities": {
-                    "max_logprobs": m.max_logprobs,
-                    "full_vocab_max_prompt_tokens": m.full_vocab_max_prompt_tokens,
-                },
-            }
-            for m in listed
-        ]
-        await req.json(200, {"object": "list", "data": data})
-    _in_background(_quietly(ledger.record(_meta(req, key, "/v1/models"))))
+    code = ""
+    try:
+        async with limits.slot_for(key.pk, req.id):
+            try:
+                listed = await alist_models()
+            except BackendError as exc:
+                raise upstream_error(exc) from None
+            await req.json(200, {"object": "list", "data": [model_card(m) for m in listed]})
+    except ApiError as exc:
+        code = exc.code
+        raise
+    finally:
+        status = ERRORS[code].status if code else req.status
+        row = {**_meta(req, key, "/v1/models"), "status": status, "error_code": code}
+        _in_background(_quietly(ledger.record(row)))
 
 
 def _meta(req: Request, key: Any, endpoint: str) -> dict[str, Any]:
@@ -530,13 +538,18 @@ def _meta(req: Request, key: Any, endpoint: str) -> dict[str, Any]:
 async def chat_completions(req: Request) -> None:
     key = await auth.authenticate(req.headers)
     await req.read_body()
+    code = "chat_completions_unsupported"
     try:
         async with limits.slot_for(key.pk, req.id):
             raise ApiError(
-                "chat_completions_unsupported",
+                code,
                 "there is no chat endpoint: these are base models with no chat template. "
                 "Use POST /v1/completions (client.completions.create in the OpenAI SDK).",
             )
+    except ApiError as exc:
+        code = exc.code
+        raise
     finally:
         row = _meta(req, key, "/v1/chat/completions")
-        _in_background(_quietly(ledger.record({**row, "status": 400})))
+        row.update(status=ERRORS[code].status, error_code=code)
+        _in_background(_quietly(ledger.record(row)))

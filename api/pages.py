@@ -12,14 +12,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from api import openapi, snippets
 from api.forms import KeyForm
+from api.ledger import usage_summary
 from api.models import ApiKey
 
 PAGE = "api/keys.html"
 
 
 def _rows(user) -> list[tuple[ApiKey, dict[str, int]]]:
-    from api.ledger import usage_summary  # the proxy's per-key month ledger
-
     return [(key, usage_summary(key)) for key in ApiKey.objects.for_user(user)]
 
 
@@ -59,8 +58,6 @@ def revoke(request: HttpRequest, key_id: int) -> HttpResponse:
     key.revoke()
     if not request.htmx:
         return redirect("api_keys")
-    from api.ledger import usage_summary
-
     return render(request, f"{PAGE}#key-row", {"key": key, "usage": usage_summary(key)})
 
 

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from completions.errors import BackendUnavailable, ModelNotFound
 from completions.schema import ModelInfo
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,8 @@ def merge(listings: list[tuple[Backend, list[ModelInfo] | None]]) -> Table:
             routes[short_id] = Route(short_id, upstream, backend)
     chosen = settings.WEFT_DEFAULT_MODEL
     if chosen not in routes:
+        if chosen and models:
+            log.warning("WEFT_DEFAULT_MODEL=%s is not served now; the default falls back", chosen)
         chosen = own_default or (models[0].id if models else None)
     models = [dataclasses.replace(m, default=m.id == chosen) for m in models]
     return Table(tuple(models), routes, tuple(down))

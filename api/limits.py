@@ -88,11 +88,14 @@ keep()
 return {'wait', 0}
 """
 
-# KEYS: active; ARGV: request id, lease ms — renew only a lease still held.
+# KEYS: active; ARGV: request id, lease ms — renew only a lease still held, and keep
+# the set itself alive as long as any request in it is (ACQUIRE's PEXPIRE may be old).
 RENEW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1])
+local renewed = redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[2]), 60000) * 2)
+return renewed
 """
 
 

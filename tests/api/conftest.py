@@ -119,15 +119,15 @@ def proxy_env_for(engine: str, **extra: str) -> dict:
 
     from tests.support import child_env
 
-    return child_env(
-        settings.DATABASES["default"]["NAME"],
-        WEFT_BACKENDS=PROXY_BACKENDS.format(url=engine),
-        WEFT_DEFAULT_MODEL="llama-8b",
-        WEFT_BACKEND_READ_TIMEOUT="10",
-        # A short request window: ~390 tokens at the default 130 tokens/s.
-        WEFT_API_REQUEST_WINDOW_SECONDS="3",
-        **extra,
-    )
+    env = {
+        "WEFT_BACKENDS": PROXY_BACKENDS.format(url=engine),
+        "WEFT_DEFAULT_MODEL": "llama-8b",
+        "WEFT_BACKEND_READ_TIMEOUT": "10",
+        # A small request window: 30 s × 13 tokens/s = 390 tokens.
+        "WEFT_API_REQUEST_WINDOW_SECONDS": "30",
+        "WEFT_API_DECODE_RATE": "13",
+    }
+    return child_env(settings.DATABASES["default"]["NAME"], **{**env, **extra})
 
 
 @pytest.fixture(scope="session")

@@ -51,6 +51,6 @@ def test_it_charges_an_abandoned_json_request_no_more_than_it_could_have_made(pr
                    headers={"Authorization": f"Bearer {secret}"})  # fmt: skip
     row = wait_until(lambda: ApiRequest.objects.filter(key=key, settled=True).first(), 10, "row")
     assert (row.status, row.error_code) == (499, "client_closed")
-    # ~0.5 s at the assumed 130 tokens/s, not the 300 asked for.
-    assert 30 <= row.completion_tokens <= 150
+    # ~0.5 s at the test server's assumed 13 tokens/s, not the 300 asked for.
+    assert 1 <= row.completion_tokens <= 40
     assert ApiKeyMonth.objects.get(key=key).reserved == 0

@@ -167,7 +167,7 @@ WEFT_API_MAX_ACTIVE = env_int("WEFT_API_MAX_ACTIVE", 16, minimum=1)
 WEFT_API_MAX_WAITING = env_int("WEFT_API_MAX_WAITING", 64, minimum=0)
 WEFT_API_RATE_PER_MINUTE = env_int("WEFT_API_RATE_PER_MINUTE", 600, minimum=1)
 WEFT_API_LEASE_SECONDS = env_float("WEFT_API_LEASE_SECONDS", 30.0, minimum=1.0)
-# A non-streaming request must finish inside this window (else 504 upstream_deadline);
+# A non-streaming answer must start inside this window (else 504 upstream_deadline);
 # an omitted max_tokens is cut to window × decode rate tokens (seed: ~15,600).
 WEFT_API_REQUEST_WINDOW_SECONDS = env_float("WEFT_API_REQUEST_WINDOW_SECONDS", 120.0, minimum=1.0)
 WEFT_API_DECODE_RATE = env_float("WEFT_API_DECODE_RATE", 130.0, minimum=0.1)

@@ -38,6 +38,7 @@ MONTHS = "api_apikeymonth"
 REQUESTS = "api_apirequest"
 assert ApiKeyMonth._meta.db_table == MONTHS and ApiRequest._meta.db_table == REQUESTS
 POOL_IDLE = 16
+POOL_MAX = 24
 
 # --- an async connection pool, one per event loop ---------------------------------------
 
@@ -55,9 +56,17 @@ class _Pool:
     def __init__(self) -> None:
         self.idle: list[psycopg.AsyncConnection] = []
         self.params = _connect_params()
+        # Each statement is short; a burst waits for a connection rather than opening
+        # one per request (several web processes share Postgres' max_connections).
+        self.slots = asyncio.Semaphore(POOL_MAX)
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        async with self.slots, self._connection() as conn:
+            yield conn
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
         conn = None
         while self.idle and conn is None:
             candidate = self.idle.pop()

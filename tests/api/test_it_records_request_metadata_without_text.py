@@ -25,6 +25,7 @@ def test_it_records_metadata_and_the_workload(proxy, make_key, make_user, client
     assert (done.status_code, odd.status_code, bad.status_code) == (200, 200, 400)
     assert backend.requests()[0]["headers"]["x-acs-workload"] == "batch"
     assert "x-acs-workload" not in backend.requests()[1]["headers"]
+
     def three_rows():
         rows = list(ApiRequest.objects.filter(key=key, settled=True).order_by("id"))
         return rows if len(rows) == 3 else None

@@ -6,7 +6,10 @@ import time
 
 import httpx
 import pytest
+import redis
+from django.conf import settings
 
+from api.limits import active_key
 from api.models import ApiKeyMonth, ApiRequest
 from tests.support import wait_until
 
@@ -39,6 +42,10 @@ def test_it_stops_the_backend_and_charges_what_was_sent(proxy, make_key):
     month = ApiKeyMonth.objects.get(key=key)
     assert month.reserved == 0
     assert month.used == row.prompt_tokens + row.completion_tokens
+    # ...and its place among the key's active requests was given back.
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    assert client.zcard(active_key(key.pk)) == 0
+    client.close()
 
 
 def test_it_charges_an_abandoned_json_request_no_more_than_it_could_have_made(proxy, make_key):

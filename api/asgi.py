@@ -9,7 +9,7 @@ import asyncio
 from urllib.parse import parse_qsl
 
 from api.errors import ApiError
-from api.http import Request, log_bug
+from api.http import ClientGone, Request, log_bug
 
 
 def _is_v1(path: str) -> bool:
@@ -59,6 +59,8 @@ class V1Router:
             await _handler(req)(req)
         except ApiError as exc:
             await req.error(exc)
+        except ClientGone:
+            return
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -31,6 +31,10 @@ GZIP_MIN_BYTES = 1024  # below this, compressing costs more time than it saves
 GZIP_LEVEL = 5
 
 
+class ClientGone(Exception):
+    """The client disconnected before its request was read: nobody to answer."""
+
+
 def new_request_id() -> str:
     return "req-" + uuid.uuid4().hex
 
@@ -90,7 +94,7 @@ class Request:
             message = await self.receive()
             if message["type"] == "http.disconnect":
                 self.client_gone = True
-                raise asyncio.CancelledError
+                raise ClientGone
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:

@@ -228,6 +228,25 @@ def _upstream_headers(req: Request, response: httpx.Response | None, to: passthr
     req.extra_headers["X-Acs-Upstream-Gpu"] = gpu or to.backend
 
 
+def _backend_clamp(req: Request, response: httpx.Response, plan: Plan) -> None:
+    """A backend that clamps too (e.g. another seed-style API behind this one): the client
+    learns what was really applied, against what it asked of Weft."""
+    theirs = response.headers.get("x-acs-max-tokens-clamped")
+    if not theirs:
+        return
+    fields = dict(part.partition("=")[::2] for part in theirs.split(","))
+    try:
+        applied = int(fields.get("applied", ""))
+    except ValueError:
+        return
+    if applied < plan.applied:
+        plan.applied = applied
+        for reason in fields.get("reason", "budget").split("+"):
+            if reason not in plan.reasons:
+                plan.reasons.append(reason)
+        req.extra_headers["X-Acs-Max-Tokens-Clamped"] = plan.clamp_header() or theirs
+
+
 async def pass_json(req: Request, plan: Plan, meter: Meter) -> str:
     """A non-streaming answer, inside the request window; gzip when asked and worth it.
     Returns "" or the error code of a body that broke after its headers went out (the
@@ -245,6 +264,7 @@ async def pass_json(req: Request, plan: Plan, meter: Meter) -> str:
         raise upstream_error(exc) from None
     try:
         _upstream_headers(req, response, plan.target)
+        _backend_clamp(req, response, plan)
         headers = {"Content-Type": response.headers.get("content-type", "application/json")}
         length = response.headers.get("content-length")
         zipper = None
@@ -302,6 +322,7 @@ async def pass_stream(req: Request, plan: Plan, meter: Meter) -> str:
     failure = ""
     try:
         _upstream_headers(req, response, plan.target)
+        _backend_clamp(req, response, plan)
         await req.start(
             200,
             {

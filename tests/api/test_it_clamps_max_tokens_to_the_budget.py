@@ -102,3 +102,14 @@ def test_it_answers_budget_exceeded_when_nothing_fits(proxy, make_key):
     settled(key)
     assert ApiRequest.objects.get(key=key).status == 429
     assert not ApiKeyMonth.objects.filter(key=key, reserved__gt=0).exists()
+
+
+def test_it_passes_on_a_clamp_by_the_backend(proxy, api_key):
+    base, backend = proxy
+    backend.faults({"clamp": {"applied": 3}})
+    response = post(base, api_key(), max_tokens=20)
+    assert response.status_code == 200
+    assert response.headers["x-acs-max-tokens-clamped"] == (
+        "requested=20,applied=3,reason=budget,source=client"
+    )
+    assert response.json()["usage"]["completion_tokens"] <= 3

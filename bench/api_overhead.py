@@ -235,7 +235,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--stream-tokens", type=int, default=300)
     parser.add_argument("--token-delay", type=float, default=0.005)
-    parser.add_argument("--stream-runs", type=int, default=6)
+    parser.add_argument("--stream-runs", type=int, default=10)
     parser.add_argument("--concurrent", type=int, default=64)
     parser.add_argument("--concurrent-tokens", type=int, default=24)
     args = parser.parse_args()

@@ -109,3 +109,24 @@ def test_it_answers_upstream_unavailable_when_no_backend_answers(proxy_engine, a
         assert int(response.headers["retry-after"]) >= 1
     finally:
         sup.stop_all()
+
+
+def test_it_ends_a_stream_that_goes_quiet_with_upstream_deadline(proxy_engine, proxy, make_key):
+    from tests.api.conftest import proxy_env_for
+
+    _, backend = proxy
+    key, secret = make_key()
+    sup = Supervisor()
+    try:
+        env = proxy_env_for(proxy_engine, WEFT_BACKEND_READ_TIMEOUT="1")
+        base = start_web(sup, env, free_port()) + "/v1"
+        backend.faults({"token_delay": 3})
+        response = post(base, secret, stream=True)
+        assert response.status_code == 200  # the headers had gone out
+        assert "data: [DONE]" not in response.text
+        assert '"code": "upstream_deadline"' in response.text.strip().split("\n\n")[-1]
+        row = wait_until(lambda: ApiRequest.objects.filter(key=key, settled=True).first(), 10,
+                         "row")  # fmt: skip
+        assert row.error_code == "upstream_deadline"
+    finally:
+        sup.stop_all()

@@ -34,13 +34,13 @@ from completions.errors import (
     BackendError,
     BackendUnavailable,
     Clamped,
-    ModelNotFound,
     TokenizerMissing,
     UpstreamError,
     UpstreamTimeout,
     clean_text,
     error_from_envelope,
 )
+from completions.routing import Backend, Route, Table, backends, direct_route, fingerprint, merge
 from completions.schema import CompletionParams, ModelInfo
 from config.env import without_credentials
 
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 Workload = Literal["interactive", "batch"]
 MODELS_CACHE_SECONDS = 30
+DOWN_CACHE_SECONDS = 5  # a listing with a backend down is kept briefly, to see it return
 NO_TOKENIZE_CACHE_SECONDS = 300
 TOKENIZER_MISSING = (404, 405, 501)
 # Byte-level BPE and SentencePiece-with-byte-fallback tokenizers emit at least one
@@ -63,8 +64,12 @@ __all__ = [
     "backend_health",
     "count_tokens",
     "get_model",
+    "aget_model",
+    "alist_models",
+    "aroute",
     "list_models",
     "prompt_token_bound",
+    "route",
 ]
 
 
@@ -72,9 +77,12 @@ def api_base() -> str:
     return settings.WEFT_BACKEND_URL.rstrip("/")
 
 
-def server_root() -> str:
-    """The backend server's root (for /health and /tokenize): the API URL without /v1."""
-    return api_base().removesuffix("/v1")
+def server_root(model_id: str | None = None) -> str:
+    """The root (for /health and /tokenize) of the server that serves model_id — by
+    default WEFT_BACKEND_URL's: the API URL without /v1."""
+    if model_id is None:
+        return api_base().removesuffix("/v1")
+    return route(model_id).backend.root
 
 
 def public_backend_url() -> str:
@@ -83,8 +91,16 @@ def public_backend_url() -> str:
 
 
 def backend_health() -> None:
-    response = httpx.get(f"{server_root()}/health", timeout=2)
-    response.raise_for_status()
+    """Raise when no backend answers its /health (one down leaves the others usable)."""
+    failures = []
+    for backend in backends():
+        try:
+            httpx.get(f"{backend.root}/health", timeout=2).raise_for_status()
+            return
+        except httpx.HTTPError as exc:
+            log.warning("backend %s health: %s", backend.name, type(exc).__name__)
+            failures.append(f"{backend.name}: {type(exc).__name__}")
+    raise BackendUnavailable("connect_error", "no backend is healthy (" + "; ".join(failures) + ")")
 
 
 @dataclass
@@ -115,6 +131,8 @@ class _Settings:
         refuse_clamped: bool = True,
     ) -> None:
         self.workload = workload
+        # A fixed base_url skips routing: everything goes there.
+        self.routed = base_url is None
         self.base_url = (base_url or api_base()).rstrip("/")
         self.api_key = settings.WEFT_BACKEND_API_KEY if api_key is None else api_key
         connect = (
@@ -129,11 +147,21 @@ class _Settings:
         # Weft refuses a run the backend shortened rather than showing it as complete.
         self.refuse_clamped = refuse_clamped
 
-    def headers(self) -> dict[str, str]:
+    def headers(self, api_key: str | None = None) -> dict[str, str]:
         headers = {"X-Acs-Workload": self.workload, "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
+        key = self.api_key if api_key is None else api_key
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
         return headers
+
+    def _target(self, to: Route | None, body: dict[str, Any]) -> tuple[str, str | None, dict]:
+        """(base URL, key, body) for the backend a route points at; the body carries
+        the backend's own name for the model."""
+        if to is None:
+            return self.base_url, None, body
+        if to.upstream is not None and to.upstream != body.get("model"):
+            body = {**body, "model": to.upstream}
+        return to.backend.url, to.backend.api_key, body
 
     def retry_wait(self, error: BackendError, attempt: int) -> float | None:
         """Seconds to wait before retry number attempt+1, or None to give up."""
@@ -355,13 +383,19 @@ class BackendClient(_Settings):
         """Nothing to release: the connection pool is shared by the process."""
 
     def _send(
-        self, method: str, url: str, body: dict[str, Any] | None, *, stream: bool
+        self,
+        method: str,
+        url: str,
+        body: dict[str, Any] | None,
+        *,
+        stream: bool,
+        api_key: str | None = None,
     ) -> httpx.Response:
         """Send with the seed's retry policy; the returned response is open when stream."""
         attempt = 0
         while True:
             request = self._http.build_request(
-                method, url, json=body, headers=self.headers(), timeout=self.timeout
+                method, url, json=body, headers=self.headers(api_key), timeout=self.timeout
             )
             try:
                 response = self._http.send(request, stream=stream)
@@ -385,18 +419,18 @@ class BackendClient(_Settings):
             attempt += 1
 
     def complete(self, params: CompletionParams) -> Completion:
-        response = self._send(
-            "POST", f"{self.base_url}/completions", _nonstream_body(params), stream=False
-        )
+        to = route(params.model) if self.routed else None
+        url, key, body = self._target(to, _nonstream_body(params))
+        response = self._send("POST", f"{url}/completions", body, stream=False, api_key=key)
         return _completion(response, self)
 
     @contextlib.contextmanager
     def stream(self, params: CompletionParams) -> Iterator[CompletionStream]:
         """`with client.stream(p) as chunks: for chunk in chunks: ...` — leaving the
         block closes the connection, which is how a run is cancelled."""
-        response = self._send(
-            "POST", f"{self.base_url}/completions", _stream_body(params), stream=True
-        )
+        to = route(params.model) if self.routed else None
+        url, key, body = self._target(to, _stream_body(params))
+        response = self._send("POST", f"{url}/completions", body, stream=True, api_key=key)
         try:
             request_id, clamped = _check_ok(response, self)
             yield CompletionStream(response, request_id, clamped)
@@ -410,9 +444,12 @@ class BackendClient(_Settings):
     # vLLM's tokenizer routes sit at the server root, beside /v1.
 
     def _post_root(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        # The model's own backend, under its own name for the model.
+        to = route(body["model"]) if self.routed else None
+        url, key, body = self._target(to, body)
         try:
             response = self._send(
-                "POST", f"{self.base_url.removesuffix('/v1')}{path}", body, stream=False
+                "POST", f"{url.removesuffix('/v1')}{path}", body, stream=False, api_key=key
             )
         except BackendError as exc:
             if exc.status in TOKENIZER_MISSING:
@@ -471,9 +508,9 @@ class BackendClient(_Settings):
         """A non-streamed completion whose body the caller reads incrementally (a
         full-vocabulary answer runs to gigabytes): the open response, after the
         door's retries, error statuses and clamp check."""
-        response = self._send(
-            "POST", f"{self.base_url}/completions", _nonstream_body(params), stream=True
-        )
+        to = route(params.model) if self.routed else None
+        url, key, body = self._target(to, _nonstream_body(params))
+        response = self._send("POST", f"{url}/completions", body, stream=True, api_key=key)
         try:
             _check_ok(response, self)
             yield response
@@ -486,7 +523,9 @@ class AsyncBackendClient(_Settings):
 
     def __init__(self, workload: Workload = "interactive", **options: Any) -> None:
         super().__init__(workload, **options)
-        self._http = httpx.AsyncClient(timeout=self.timeout, headers=self.headers())
+        # No default headers: each request carries its own backend's key, so one
+        # backend's Authorization can never travel to another.
+        self._http = httpx.AsyncClient(timeout=self.timeout)
 
     async def __aenter__(self) -> AsyncBackendClient:
         return self
@@ -498,12 +537,18 @@ class AsyncBackendClient(_Settings):
         await self._http.aclose()
 
     async def _send(
-        self, method: str, url: str, body: dict[str, Any] | None, *, stream: bool
+        self,
+        method: str,
+        url: str,
+        body: dict[str, Any] | None,
+        *,
+        stream: bool,
+        api_key: str | None = None,
     ) -> httpx.Response:
         attempt = 0
         while True:
             request = self._http.build_request(
-                method, url, json=body, headers=self.headers(), timeout=self.timeout
+                method, url, json=body, headers=self.headers(api_key), timeout=self.timeout
             )
             try:
                 response = await self._http.send(request, stream=stream)
@@ -527,16 +572,16 @@ class AsyncBackendClient(_Settings):
             attempt += 1
 
     async def complete(self, params: CompletionParams) -> Completion:
-        response = await self._send(
-            "POST", f"{self.base_url}/completions", _nonstream_body(params), stream=False
-        )
+        to = await aroute(params.model) if self.routed else None
+        url, key, body = self._target(to, _nonstream_body(params))
+        response = await self._send("POST", f"{url}/completions", body, stream=False, api_key=key)
         return _completion(response, self)
 
     @contextlib.asynccontextmanager
     async def stream(self, params: CompletionParams) -> AsyncIterator[CompletionStream]:
-        response = await self._send(
-            "POST", f"{self.base_url}/completions", _stream_body(params), stream=True
-        )
+        to = await aroute(params.model) if self.routed else None
+        url, key, body = self._target(to, _stream_body(params))
+        response = await self._send("POST", f"{url}/completions", body, stream=True, api_key=key)
         try:
             request_id, clamped = _check_ok(response, self)
             yield CompletionStream(response, request_id, clamped)
@@ -547,15 +592,16 @@ class AsyncBackendClient(_Settings):
 # --- models and tokens -------------------------------------------------------------
 
 
-def _cache_key(kind: str) -> str:
-    digest = hashlib.sha256(api_base().encode()).hexdigest()[:16]
+def _cache_key(kind: str, backend: Backend | None = None) -> str:
+    source = backend.url if backend is not None else fingerprint()
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     return f"completions:{kind}:{digest}"
 
 
 def forget_backend_cache() -> None:
-    """Drop what is cached about the current backend (its models, whether it can
+    """Drop what is cached about the backends (their models, whether they can
     tokenize). Never cache.clear(): the cache shares Redis with Celery and Channels."""
-    cache.delete_many([_cache_key("models"), _cache_key("no-tokenize")])
+    cache.delete_many([_cache_key("models"), *(_cache_key("no-tokenize", b) for b in backends())])
 
 
 def _model_info(card: dict[str, Any]) -> ModelInfo:
@@ -571,34 +617,80 @@ def _model_info(card: dict[str, Any]) -> ModelInfo:
     )
 
 
-def list_models(*, refresh: bool = False) -> list[ModelInfo]:
-    """GET /v1/models, cached for MODELS_CACHE_SECONDS in the shared cache."""
+def _listing(backend: Backend) -> list[ModelInfo]:
+    with BackendClient("interactive", base_url=backend.url, api_key=backend.api_key) as client:
+        try:
+            body = client.get_json(f"{client.base_url}/models")
+        except ValueError:
+            raise UpstreamError("bad_response", "the models list is not JSON") from None
+    cards = body.get("data", []) if isinstance(body, dict) else []
+    return [_model_info(card) for card in cards if isinstance(card, dict)]
+
+
+def _table(*, refresh: bool = False) -> Table:
+    """Every backend's GET /v1/models merged (completions.routing), cached in the
+    shared cache; a backend that does not answer is left out until it does."""
     key = _cache_key("models")
     if not refresh:
         cached = cache.get(key)
-        if cached is not None:
+        if isinstance(cached, Table):
             return cached
-    with BackendClient("interactive") as client:
-        body = client.get_json(f"{client.base_url}/models")
-    models = [_model_info(card) for card in body.get("data", []) if isinstance(card, dict)]
-    cache.set(key, models, MODELS_CACHE_SECONDS)
-    return models
+    listings: list[tuple[Backend, list[ModelInfo] | None]] = []
+    errors: list[BackendError] = []
+    for backend in backends():
+        try:
+            listings.append((backend, _listing(backend)))
+        except BackendError as exc:
+            log.warning("backend %s models: %s", backend.name, exc.code)
+            listings.append((backend, None))
+            errors.append(exc)
+    if len(errors) == len(listings):
+        raise errors[0]
+    table = merge(listings)
+    cache.set(key, table, DOWN_CACHE_SECONDS if table.down else MODELS_CACHE_SECONDS)
+    return table
+
+
+async def _atable() -> Table:
+    # A hit is one read from the local Redis; only a miss (every 30 s) fetches the
+    # listings, in a thread so the event loop keeps serving.
+    cached = cache.get(_cache_key("models"))
+    if isinstance(cached, Table):
+        return cached
+    return await asyncio.to_thread(_table)
+
+
+def list_models(*, refresh: bool = False) -> list[ModelInfo]:
+    """Every backend's models under their short ids, exactly one of them the default."""
+    return list(_table(refresh=refresh).models)
+
+
+async def alist_models() -> list[ModelInfo]:
+    return list((await _atable()).models)
+
+
+def _info(table: Table, model_id: str | None) -> ModelInfo:
+    short_id = table.route(model_id).model_id
+    return next(m for m in table.models if m.id == short_id)
 
 
 def get_model(model_id: str | None) -> ModelInfo:
-    """The named model, or the backend's default when None; raises ModelNotFound."""
-    models = list_models()
-    if model_id is None:
-        for model in models:
-            if model.default:
-                return model
-        if models:
-            return models[0]
-        raise ModelNotFound(message="the backend lists no models")
-    for model in models:
-        if model.id == model_id:
-            return model
-    raise ModelNotFound(message=f"the backend has no model '{model_id}'")
+    """The named model, or the default when None; raises ModelNotFound (or
+    BackendUnavailable when its backend may be the one that is down)."""
+    return _info(_table(), model_id)
+
+
+async def aget_model(model_id: str | None) -> ModelInfo:
+    return _info(await _atable(), model_id)
+
+
+def route(model_id: str | None) -> Route:
+    """Which backend serves model_id (None: the default), under which name."""
+    return direct_route(model_id) or _table().route(model_id)
+
+
+async def aroute(model_id: str | None) -> Route:
+    return direct_route(model_id) or (await _atable()).route(model_id)
 
 
 def prompt_token_bound(prompt: str | list[int]) -> int:
@@ -618,7 +710,11 @@ def count_tokens(model_id: str, prompt: Any) -> list[int] | None:
     )
     if all(isinstance(p, list) for p in prompts):
         return [len(p) for p in prompts]
-    missing_key = _cache_key("no-tokenize")
+    try:
+        to = route(model_id)
+    except BackendError:
+        return None
+    missing_key = _cache_key("no-tokenize", to.backend)
     if cache.get(missing_key):
         return None
     try:

@@ -42,10 +42,10 @@ from completions.errors import (
 )
 from completions.models import Generation
 from completions.schema import (
-    MAX_OUTPUT_WORK,
     CompletionParams,
     FieldError,
     ParamsInvalid,
+    default_max_tokens,
     validate_params,
 )
 from completions.streaming import GroupPublisher, publish_now, state_message
@@ -111,8 +111,9 @@ def prepare(data: dict, *, stream: bool) -> tuple[CompletionParams, int]:
     if counts is None:
         counts = [prompt_token_bound(p) for p in params.prompts]
     if params.max_tokens is None:
-        room = (model.max_model_len or MAX_OUTPUT_WORK) - max(counts)
-        params = params.with_changes(max_tokens=max(1, min(MAX_OUTPUT_WORK, room)))
+        params = params.with_changes(
+            max_tokens=default_max_tokens(model.max_model_len, max(counts))
+        )
     if stream:
         options = {
             **(params.stream_options.model_dump(exclude_none=True) if params.stream_options else {})

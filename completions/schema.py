@@ -21,6 +21,7 @@ from pydantic import (
     StrictStr,
     ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -103,9 +104,29 @@ OpenProbability = Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 Penalty = Annotated[float, Field(ge=-2.0, le=2.0, allow_inf_nan=False)]
 RepetitionPenalty = Annotated[float, Field(gt=0.0, le=2.0, allow_inf_nan=False)]
 
+# WithJsonSchema only changes what the published spec says (the validators below
+# already refuse empty lists and top_k=0); validation is untouched.
+_TOKEN_IDS = {"type": "array", "items": {"type": "integer"}, "minItems": 1}
 PromptType = Annotated[
     StrictStr | list[StrictStr] | list[StrictInt] | list[list[StrictInt]],
     Field(union_mode="left_to_right"),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                _TOKEN_IDS,
+                {"type": "array", "items": _TOKEN_IDS, "minItems": 1},
+            ]
+        }
+    ),
+]
+TopK = Annotated[
+    StrictInt,
+    Field(ge=-1),
+    WithJsonSchema(
+        {"anyOf": [{"type": "integer", "const": -1}, {"type": "integer", "minimum": 1}]}
+    ),
 ]
 StopType = Annotated[
     StrictStr | Annotated[list[StrictStr], Field(max_length=MAX_STOP)],
@@ -132,7 +153,7 @@ class CompletionParams(BaseModel):
     stop: StopType | None = None
     temperature: Temperature | None = None
     top_p: OpenProbability | None = None
-    top_k: Annotated[StrictInt, Field(ge=-1)] | None = None
+    top_k: TopK | None = None
     min_p: Probability | None = None
     presence_penalty: Penalty | None = None
     frequency_penalty: Penalty | None = None
@@ -243,6 +264,14 @@ class CompletionParams(BaseModel):
     def with_changes(self, **changes: Any) -> CompletionParams:
         """A copy with some fields replaced, validated again."""
         return CompletionParams.model_validate({**self.to_body(), **changes})
+
+
+def default_max_tokens(max_model_len: int | None, prompt_tokens: int) -> int:
+    """The wrapper's injected max_tokens for a single prompt with n=1: min(32,000, the
+    room the prompt leaves in the model's context), at least 1 (the backend then says
+    the context is exceeded)."""
+    room = (max_model_len or MAX_OUTPUT_WORK) - prompt_tokens
+    return max(1, min(MAX_OUTPUT_WORK, room))
 
 
 def _field(field: str, code: str, message: str) -> PydanticCustomError:

@@ -7,12 +7,15 @@ from completions.models import Generation
 
 
 def usage(request):
+    from api.ledger import usage_by_key  # the API's per-key section of this page
+
     month = budget.month_of()
     context = {
         "summary": budget.usage_summary(request.user, month),
         "days": budget.daily_breakdown(request.user, month),
         "month": month,
         "resets_at": budget.next_reset(),
+        "api_keys": usage_by_key(request.user),
     }
     return render(request, "completions/usage.html", context)
 

@@ -10,13 +10,16 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from api.asgi import V1Router  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 from core.middleware import RequestBodyLimitMiddleware  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # Before Django, which reads (and spools to disk) a whole body before any view.
-        "http": RequestBodyLimitMiddleware(django_asgi_app),
+        # /v1 never reaches Django's middleware (see api/asgi.py); it limits its own bodies.
+        # The rest: the cap before Django, which reads (and spools to disk) a whole body
+        # before any view.
+        "http": V1Router(RequestBodyLimitMiddleware(django_asgi_app)),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

@@ -147,3 +147,59 @@ def check_http_url(name: str, url: str) -> str:
             f"{name}={without_credentials(url)!r}: expected an http(s):// URL"
         )
     return url.rstrip("/")
+
+
+def env_backends(name: str) -> list[dict]:
+    """A JSON list of completion backends, each {"url": "http(s)://…/v1" or "local",
+    "api_key": "…", "models": {"short-id": "upstream-model-id", …}, "name": "…"}; only
+    url is required. Errors name the entry, never echo the value (it may hold keys)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return []
+
+    def bad(reason: str) -> ImproperlyConfigured:
+        return ImproperlyConfigured(f"{name}=…: {reason} (see README: Model routing)")
+
+    import json
+
+    try:
+        entries = json.loads(raw)
+    except ValueError:
+        raise bad("expected a JSON list of backends") from None
+    if not isinstance(entries, list) or not entries:
+        raise bad("expected a non-empty JSON list of backends")
+    backends = []
+    for number, entry in enumerate(entries, start=1):
+        where = f"backend {number}"
+        if not isinstance(entry, dict):
+            raise bad(f"{where}: expected an object")
+        unknown = set(entry) - {"url", "api_key", "models", "name"}
+        if unknown:
+            raise bad(f"{where}: unknown key {sorted(unknown)[0]!r}")
+        url = entry.get("url")
+        if url != "local":
+            parts = urlsplit(url) if isinstance(url, str) else None
+            if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+                raise bad(f'{where}: "url" must be an http(s):// URL or "local"')
+        for key in ("api_key", "name"):
+            if not isinstance(entry.get(key, ""), str):
+                raise bad(f'{where}: "{key}" must be a string')
+        models = entry.get("models")
+        if models is not None and (
+            not isinstance(models, dict)
+            or not models
+            or not all(
+                isinstance(k, str) and k.strip() == k and k and isinstance(v, str) and v
+                for k, v in models.items()
+            )
+        ):
+            raise bad(f'{where}: "models" must map short ids to model names')
+        backends.append(
+            {
+                "name": entry.get("name") or (url if url == "local" else parts.hostname),
+                "url": url if url == "local" else url.rstrip("/"),
+                "api_key": entry.get("api_key", ""),
+                "models": models,
+            }
+        )
+    return backends

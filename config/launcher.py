@@ -378,10 +378,15 @@ class Supervisor:
 
 def check_environment() -> dict:
     """Parse every variable before anything starts; raise ImproperlyConfigured."""
+    backends = env.env_backends("WEFT_BACKENDS")
     cfg = {
         "database_url": env.env_str("DATABASE_URL"),
         "redis_url": env.env_str("REDIS_URL"),
         "backend_url": env.env_str("WEFT_BACKEND_URL"),
+        # The local engine runs unless WEFT_BACKEND_URL names another server, or
+        # WEFT_BACKENDS lists only other servers.
+        "engine": not env.env_str("WEFT_BACKEND_URL")
+        and (not backends or any(b["url"] == "local" for b in backends)),
         "host": env.env_str("WEFT_HOST", "127.0.0.1"),
         "port": env.env_int("WEFT_PORT", 8000, minimum=1),
         "engine_port": env.env_int("WEFT_ENGINE_PORT", 8001, minimum=1),
@@ -722,7 +727,7 @@ def cmd_run() -> int:
         raise LaunchError(
             f"port {cfg['port']} on {cfg['host']} is in use by another program; set WEFT_PORT"
         )
-    if not cfg["backend_url"] and not port_free("127.0.0.1", cfg["engine_port"]):
+    if cfg["engine"] and not port_free("127.0.0.1", cfg["engine_port"]):
         raise LaunchError(
             f"port {cfg['engine_port']} (local engine) is in use by another program; set WEFT_ENGINE_PORT"
         )
@@ -745,7 +750,7 @@ def cmd_run() -> int:
             child_env["DATABASE_URL"] = env.embedded_database_url()
         if not cfg["redis_url"]:
             child_env["REDIS_URL"] = start_redis(sup, data / "redis.sock", persist=True)
-        if not cfg["backend_url"]:
+        if cfg["engine"]:
             child_env["WEFT_BACKEND_URL"] = start_engine(
                 sup, cfg["engine_port"], cfg["engine_model"], cfg["engine_threads"], child_env
             )

@@ -13,6 +13,7 @@ from config.env import (
     database_from_url,
     embedded_database_url,
     embedded_redis_url,
+    env_backends,
     env_bool,
     env_float,
     env_int,
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
     "workbench",
     "loom",
     "inspector",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -143,6 +145,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "completions.tasks.purge_expired_generations",
         "schedule": 3600.0,
     },
+    "api-release-stale-reservations": {
+        "task": "api.tasks.release_stale_api_reservations",
+        "schedule": 60.0,
+    },
 }
 
 # The completion backend: any server speaking vLLM's /v1/completions. Unset ->
@@ -152,9 +158,28 @@ WEFT_BACKEND_URL = check_http_url(
     "WEFT_BACKEND_URL", env_str("WEFT_BACKEND_URL") or f"http://127.0.0.1:{WEFT_ENGINE_PORT}/v1"
 )
 WEFT_BACKEND_API_KEY = env_str("WEFT_BACKEND_API_KEY")
+# Several backends, each model under a short id (README: Model routing); empty: the
+# one backend above. WEFT_DEFAULT_MODEL picks the default short id among them.
+WEFT_BACKENDS = env_backends("WEFT_BACKENDS")
+WEFT_DEFAULT_MODEL = env_str("WEFT_DEFAULT_MODEL")
 WEFT_BACKEND_CONNECT_TIMEOUT = env_float("WEFT_BACKEND_CONNECT_TIMEOUT", 5.0)
 WEFT_BACKEND_READ_TIMEOUT = env_float("WEFT_BACKEND_READ_TIMEOUT", 120.0)
 WEFT_MONTHLY_TOKEN_BUDGET = env_int("WEFT_MONTHLY_TOKEN_BUDGET", 2_000_000, minimum=0)
+# Each API key's monthly budget unless the admin sets an override on the key.
+WEFT_API_KEY_MONTHLY_BUDGET = env_int("WEFT_API_KEY_MONTHLY_BUDGET", 2_000_000, minimum=0)
+# The /v1 proxy. Per key: active requests, more waiting in order, starts per minute
+# (state in Redis, as leases that expire when a process dies without releasing them).
+WEFT_API_MAX_ACTIVE = env_int("WEFT_API_MAX_ACTIVE", 16, minimum=1)
+WEFT_API_MAX_WAITING = env_int("WEFT_API_MAX_WAITING", 64, minimum=0)
+WEFT_API_RATE_PER_MINUTE = env_int("WEFT_API_RATE_PER_MINUTE", 600, minimum=1)
+WEFT_API_LEASE_SECONDS = env_float("WEFT_API_LEASE_SECONDS", 30.0, minimum=1.0)
+# A non-streaming answer must start inside this window (else 504 upstream_deadline);
+# an omitted max_tokens is cut to window × decode rate tokens (seed: ~15,600).
+WEFT_API_REQUEST_WINDOW_SECONDS = env_float("WEFT_API_REQUEST_WINDOW_SECONDS", 120.0, minimum=1.0)
+WEFT_API_DECODE_RATE = env_float("WEFT_API_DECODE_RATE", 130.0, minimum=0.1)
+WEFT_API_MAX_BODY_BYTES = env_int("WEFT_API_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
+# A revoked key (or a changed budget) is honoured within this many seconds.
+WEFT_API_KEY_CACHE_SECONDS = env_float("WEFT_API_KEY_CACHE_SECONDS", 5.0)
 # Retries only where the seed allows them (429 queue_full/rate_limited, 502, 503); a
 # Retry-After longer than the wait cap is reported instead of slept through.
 WEFT_BACKEND_MAX_RETRIES = env_int("WEFT_BACKEND_MAX_RETRIES", 3, minimum=0)

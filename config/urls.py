@@ -14,4 +14,5 @@ urlpatterns = [
     path("", include("completions.urls")),
     path("", include("inspector.urls")),
     path("loom/", include("loom.urls")),
+    path("", include("api.page_urls")),
 ]

@@ -155,8 +155,22 @@ def tree_open(request, tree_id: int):
 SHOW_ARCHIVED = "loom_show_archived"
 
 
+def _models() -> list:
+    """Every routed model for the settings picker; [] (a free-text field) when the
+    backends cannot be reached — the tree stays readable."""
+    from completions.client import list_models
+    from completions.errors import BackendError
+
+    try:
+        return list_models()
+    except BackendError:
+        return []
+
+
 def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
     ctx = reader_context(tree, node, show_archived=request.session.get(SHOW_ARCHIVED, False))
+    ctx["models"] = _models()
+    ctx["model_ids"] = [m.id for m in ctx["models"]]
     ctx.update(extra)
     template = "loom/tree.html#reader" if request.htmx else "loom/tree.html"
     response = render(request, template, ctx, status=status)

@@ -8,7 +8,7 @@ from typing import Any
 
 # The seed: these are not on the SDK's typed signature and must travel in extra_body.
 EXTRA_BODY = ("top_k", "min_p", "repetition_penalty", "prompt_logprobs", "add_special_tokens")
-API_KEY_VAR = "WEFT_BACKEND_API_KEY"
+API_KEY_VAR = "ACS_API_KEY"  # a key from the API keys page, as the seed names it
 
 
 def _shell_quote(text: str) -> str:

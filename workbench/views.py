@@ -13,7 +13,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from completions.budget import BudgetRefused, usage_summary
-from completions.client import count_tokens, get_model, list_models, public_backend_url
+from completions.client import count_tokens, get_model, list_models
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
@@ -233,8 +233,11 @@ def view_code(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"errors": _error_slots(invalid), "invalid": invalid}
     if invalid is None:
         body = validate_params(data).to_body()
-        context["curl"] = code.as_curl(body, public_backend_url())
-        context["python"] = code.as_python(body, public_backend_url())
+        # Weft's own /v1 (with a key from the API keys page): the short ids are routing
+        # aliases, which a backend behind Weft would not know.
+        api = request.build_absolute_uri("/v1")
+        context["curl"] = code.as_curl(body, api)
+        context["python"] = code.as_python(body, api)
     return render(request, f"{PAGE}#code", context)
 
 

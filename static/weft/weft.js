@@ -8,3 +8,26 @@ document.addEventListener("htmx:wsClose", () => {
   const dot = document.getElementById("live-dot");
   if (dot) dot.classList.remove("on");
 });
+
+// Copy to the clipboard (with a fallback for plain-http origins, where the
+// Clipboard API is missing). Any <button data-copy-target="id"> copies that
+// element's text; pages call weftCopy(text, button) for anything else.
+async function weftCopy(text, button) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch {
+    const area = document.createElement("textarea");
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    document.execCommand("copy");
+    area.remove();
+  }
+  const label = button.textContent;
+  button.textContent = "Copied";
+  setTimeout(() => { button.textContent = label; }, 1200);
+}
+document.addEventListener("click", (e) => {
+  const b = e.target.closest("[data-copy-target]");
+  if (b) weftCopy(document.getElementById(b.dataset.copyTarget).textContent, b);
+});

@@ -53,29 +53,10 @@
     ed.scrollIntoView({ block: "center" });
   }
 
-  async function copyText(text, button) {
-    try {
-      await navigator.clipboard.writeText(text);
-    } catch {
-      const area = document.createElement("textarea");
-      area.value = text;
-      document.body.append(area);
-      area.select();
-      document.execCommand("copy");
-      area.remove();
-    }
-    const label = button.textContent;
-    button.textContent = "Copied";
-    setTimeout(() => { button.textContent = label; }, 1200);
-  }
-
   document.addEventListener("click", (e) => {
     const t = e.target;
     if (t.closest("[data-copy]")) {
-      copyText(t.closest(".sample").dataset.text, t.closest("[data-copy]"));
-    } else if (t.closest("[data-copy-target]")) {
-      const b = t.closest("[data-copy-target]");
-      copyText(document.getElementById(b.dataset.copyTarget).textContent, b);
+      weftCopy(t.closest(".sample").dataset.text, t.closest("[data-copy]"));
     } else if (t.closest("[data-set-max-tokens]")) {
       const field = $("#id_max_tokens");
       field.value = t.closest("[data-set-max-tokens]").dataset.setMaxTokens;

@@ -1,0 +1,68 @@
+"""/v1 at the ASGI level: requests under /v1 go to the proxy's handlers, everything
+else to Django. Under /v1 every answer, errors included, is the seed's JSON envelope
+with X-Request-Id — never Django's HTML 404/500, its CSRF refusal or a login redirect,
+because none of Django's middleware runs here."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import parse_qsl
+
+from api.errors import ApiError
+from api.http import ClientGone, Request, log_bug
+
+
+def _is_v1(path: str) -> bool:
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def _handler(req: Request):
+    from api.urls import ROUTES
+
+    path = req.path.rstrip("/") if req.path != "/" else req.path
+    methods = ROUTES.get(path)
+    if methods is None:
+        raise ApiError("not_found", f"no route {req.method} {req.path} (see /openapi.json)")
+    handler = methods.get(req.method)
+    if handler is None:
+        allowed = ", ".join(methods)
+        raise ApiError(
+            "method_not_allowed",
+            f"{req.path} takes {allowed}, not {req.method}",
+            headers={"Allow": allowed},
+        )
+    query = req.scope.get("query_string", b"")
+    if query:
+        try:
+            names = [name for name, _ in parse_qsl(query.decode(), keep_blank_values=True,
+                                                   strict_parsing=True, errors="strict")]  # fmt: skip
+        except (ValueError, UnicodeDecodeError):
+            raise ApiError("invalid_request", "the query string is malformed") from None
+        raise ApiError(
+            "invalid_request",
+            f"{req.path} takes no query parameters (got {', '.join(sorted(set(names)))})",
+            param=names[0] if names else None,
+        )
+    return handler
+
+
+class V1Router:
+    def __init__(self, django_app) -> None:
+        self.django_app = django_app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not _is_v1(scope["path"]):
+            await self.django_app(scope, receive, send)
+            return
+        req = Request(scope, receive, send)
+        try:
+            await _handler(req)(req)
+        except ApiError as exc:
+            await req.error(exc)
+        except ClientGone:
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log_bug(req, exc)
+            await req.error(ApiError("internal_error", f"internal error; quote {req.id}"))

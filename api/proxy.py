@@ -1,0 +1,568 @@
+"""The public /v1 API: an async proxy in the ASGI process, in front of the door.
+
+POST /v1/completions validates with the door's schema (the one schema), fixes
+max_tokens (injected default, deadline cut, budget clamp), reserves the worst case in
+the key's monthly ledger, and passes the backend's answer through verbatim — streamed
+frame by frame, or a JSON body chunk by chunk (gzip when asked). What was generated is
+charged when the request ends, however it ends: finished, failed, cut, or the client
+gone. GET /v1/models lists every routed model; POST /v1/chat/completions is refused as
+the seed says. Nothing here logs or stores prompt or completion text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from api import auth, ledger, limits
+from api.errors import ERRORS, ApiError
+from api.http import GZIP_MIN_BYTES, GzipStream, Request, log_bug
+from completions import passthrough
+from completions.client import alist_models, prompt_token_bound
+from completions.errors import BackendError, BackendUnavailable, ModelNotFound, UpstreamTimeout
+from completions.schema import (
+    CompletionParams,
+    ParamsInvalid,
+    default_max_tokens,
+    validate_params,
+)
+
+log = logging.getLogger(__name__)
+_background: set[asyncio.Task] = set()
+
+
+def _in_background(coro: Any) -> None:
+    task = asyncio.ensure_future(coro)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+async def close_connections() -> None:
+    """Close this event loop's pools (database, Redis, backend): for tests and tools
+    that run the proxy in a loop of their own."""
+    await ledger.close_pool()
+    await limits.close_client()
+    await passthrough.close_client()
+
+
+def window_tokens() -> int:
+    """What a non-streaming request can generate inside the request window."""
+    return max(1, int(settings.WEFT_API_REQUEST_WINDOW_SECONDS * settings.WEFT_API_DECODE_RATE))
+
+
+# --- errors from the door -------------------------------------------------------------
+
+
+def upstream_error(exc: BackendError) -> ApiError:
+    """The seed's code for whatever the backend did (its 4xx/5xx, a timeout, no answer)."""
+    status = exc.status
+    message = f"the backend answered: {exc.message}" if exc.message else "the backend failed"
+    if isinstance(exc, ModelNotFound):
+        return ApiError("model_not_found", exc.message, param="model")
+    if isinstance(exc, UpstreamTimeout) or status == 504:
+        return ApiError("upstream_deadline", message)
+    if isinstance(exc, BackendUnavailable) or status in (429, 503):
+        return ApiError("upstream_unavailable", message, retry_after=exc.retry_after)
+    if status is not None and 400 <= status < 500 and status not in (401, 403, 407):
+        # The backend refused the request itself (e.g. context_length_exceeded): a 400.
+        known = exc.code in ERRORS and ERRORS[exc.code].status == 400
+        code = exc.code if known else None
+        return ApiError(
+            code or "invalid_request",
+            message,
+            headers={"X-Acs-Upstream-Error-Kind": code or exc.code or "invalid_request"},
+        )
+    return ApiError("upstream_error", message, retry_after=exc.retry_after)
+
+
+# --- the request plan -------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    params: CompletionParams
+    target: passthrough.Target
+    prompt_tokens: int
+    exact: bool  # prompt_tokens counted by the tokenizer (else a never-too-low bound)
+    requested: int  # max_tokens asked for, or the injected default
+    applied: int  # what will be sent
+    source: str  # "client" | "default"
+    reasons: list[str] = field(default_factory=list)
+
+    def clamp_header(self) -> str | None:
+        if not self.reasons:
+            return None
+        return (
+            f"requested={self.requested},applied={self.applied},"
+            f"reason={'+'.join(self.reasons)},source={self.source}"
+        )
+
+    def upstream_body(self) -> dict[str, Any]:
+        body = self.params.to_body()
+        body["max_tokens"] = self.applied
+        if self.params.stream:
+            # Always metered: the usage frame is dropped again if the client did not ask.
+            body["stream_options"] = {**body.get("stream_options", {}), "include_usage": True}
+        return body
+
+
+async def _count(plan_target: passthrough.Target, params: CompletionParams) -> list[int] | None:
+    return await passthrough.count_tokens(plan_target, params.prompts)
+
+
+async def make_plan(data: Any) -> Plan:
+    model_field = data.get("model") if isinstance(data, dict) else None
+    try:
+        to = await passthrough.target(model_field if isinstance(model_field, str) else None)
+    except BackendError as exc:
+        raise upstream_error(exc) from None
+    try:
+        params = validate_params(data, model=to.model)
+    except ParamsInvalid as exc:
+        raise ApiError.from_invalid(exc) from None
+    counts = [prompt_token_bound(p) for p in params.prompts]
+    exact = all(isinstance(p, list) for p in params.prompts)
+    needs_count = params.max_tokens is None or params.prompt_logprobs == -1
+    if needs_count and not exact:
+        counted = await _count(to, params)
+        if counted is not None:
+            counts, exact = counted, True
+            if params.prompt_logprobs == -1:
+                try:
+                    validate_params(data, model=to.model, prompt_tokens=counted)
+                except ParamsInvalid as exc:
+                    raise ApiError.from_invalid(exc) from None
+    if params.max_tokens is not None:
+        requested, source = params.max_tokens, "client"
+    else:
+        requested, source = default_max_tokens(to.model.max_model_len, max(counts)), "default"
+    plan = Plan(params, to, sum(counts), exact, requested, requested, source)
+    if not params.stream:
+        window = window_tokens()
+        if requested > window and source == "client":
+            raise ApiError(
+                "deadline_infeasible",
+                f"max_tokens={requested:,} cannot finish inside the request window "
+                f"(~{window:,} tokens, {settings.WEFT_API_REQUEST_WINDOW_SECONDS:g} s); "
+                f"send stream=true, or max_tokens ≤ {window:,}",
+                param="max_tokens",
+            )
+        if requested > window:
+            plan.applied = window
+            plan.reasons.append("deadline")
+    return plan
+
+
+async def reserve(plan: Plan, key: Any, row: dict[str, Any]) -> ledger.Reservation:
+    """Reserve under the key's month row; clamp max_tokens to what is left. A clamp or
+    refusal computed from the prompt's byte bound is re-checked with exact counts."""
+    choices = plan.params.choice_count
+    for attempt in (0, 1):
+        res = await ledger.reserve(
+            row,
+            key_id=key.pk,
+            budget=key.budget_tokens(),
+            prompt_tokens=plan.prompt_tokens,
+            choices=choices,
+            max_tokens=plan.applied,
+            tentative=not plan.exact and attempt == 0,
+        )
+        if res is not None:
+            break
+        counted = await _count(plan.target, plan.params)
+        plan.exact = True  # best known, even when the backend cannot tokenize
+        if counted is not None:
+            plan.prompt_tokens = sum(counted)
+    if res.clamped:
+        plan.applied = res.max_tokens
+        plan.reasons.append("budget")
+    return res
+
+
+# --- passing answers through ------------------------------------------------------------
+
+
+class Meter:
+    """What the client received, for the bill: the backend's usage when it sent one,
+    otherwise the prompt plus the tokens we passed on."""
+
+    def __init__(self, prompt_tokens: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.usage: dict[str, Any] | None = None
+        self.tokens = 0
+
+    def bill(self) -> tuple[int, int]:
+        if self.usage and "prompt_tokens" in self.usage:
+            return int(self.usage.get("prompt_tokens") or 0), int(
+                self.usage.get("completion_tokens") or 0
+            )
+        return self.prompt_tokens, self.tokens
+
+
+USAGE_MARK = b'"usage":'
+TAIL_BYTES = 4096
+
+
+def usage_from_tail(tail: bytes) -> dict[str, Any] | None:
+    """The body's usage object, read from its last bytes (the body is never held)."""
+    at = tail.rfind(USAGE_MARK)
+    if at < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(tail[at + len(USAGE_MARK) :].decode().lstrip())
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _upstream_headers(req: Request, response: httpx.Response | None, to: passthrough.Target):
+    req.extra_headers["X-Acs-Upstream-Model"] = to.model.root or to.model.id
+    gpu = response.headers.get("x-acs-upstream-gpu") if response is not None else None
+    req.extra_headers["X-Acs-Upstream-Gpu"] = gpu or to.backend
+
+
+def _backend_clamp(req: Request, response: httpx.Response, plan: Plan) -> None:
+    """A backend that clamps too (e.g. another seed-style API behind this one): the client
+    learns what was really applied, against what it asked of Weft."""
+    theirs = response.headers.get("x-acs-max-tokens-clamped")
+    if not theirs:
+        return
+    fields = dict(part.partition("=")[::2] for part in theirs.split(","))
+    try:
+        applied = int(fields.get("applied", ""))
+    except ValueError:
+        return
+    if applied < plan.applied:
+        plan.applied = applied
+        for reason in fields.get("reason", "budget").split("+"):
+            if reason not in plan.reasons:
+                plan.reasons.append(reason)
+        req.extra_headers["X-Acs-Max-Tokens-Clamped"] = plan.clamp_header() or theirs
+
+
+async def pass_json(req: Request, plan: Plan, meter: Meter) -> str:
+    """A non-streaming answer, inside the request window; gzip when asked and worth it.
+    Returns "" or the error code of a body that broke after its headers went out (the
+    response is then left incomplete, so the client cannot take it for a whole one)."""
+    try:
+        async with asyncio.timeout(settings.WEFT_API_REQUEST_WINDOW_SECONDS):
+            response = await passthrough.open_completion(
+                plan.target, plan.upstream_body(), workload=req.workload
+            )
+    except TimeoutError:
+        raise ApiError(
+            "upstream_deadline", "the backend did not answer inside the request window"
+        ) from None
+    except BackendError as exc:
+        raise upstream_error(exc) from None
+    try:
+        _upstream_headers(req, response, plan.target)
+        _backend_clamp(req, response, plan)
+        headers = {"Content-Type": response.headers.get("content-type", "application/json")}
+        length = response.headers.get("content-length")
+        zipper = None
+        if req.accepts_gzip and not (length and int(length) < GZIP_MIN_BYTES):
+            zipper = GzipStream()
+            headers["Content-Encoding"] = "gzip"
+            headers["Vary"] = "Accept-Encoding"
+        elif length:
+            headers["Content-Length"] = length
+        # The window bounds the generation, which is over once a non-streaming answer
+        # starts: the body (tens of MB for a full vocabulary) then has the read timeout.
+        tail = b""
+        chunks = response.aiter_raw()
+        try:
+            chunk = await anext(chunks, b"")
+        except httpx.HTTPError as exc:
+            raise _body_error(exc) from None
+        await req.start(200, headers)
+        try:
+            while True:
+                tail = (tail + chunk)[-TAIL_BYTES:]
+                if zipper is not None:
+                    chunk = zipper.feed(chunk)
+                if chunk:
+                    await req.body(chunk, more=True)
+                chunk = await anext(chunks, None)
+                if chunk is None:
+                    break
+        except httpx.HTTPError as exc:
+            return _body_error(exc).code
+        await req.body(zipper.finish() if zipper is not None else b"")
+        meter.usage = usage_from_tail(tail)
+        return ""
+    finally:
+        await response.aclose()
+
+
+def _body_error(exc: httpx.HTTPError) -> ApiError:
+    return upstream_error(passthrough.transport_error(exc))
+
+
+DONE = b"data: [DONE]"
+
+
+async def pass_stream(req: Request, plan: Plan, meter: Meter) -> str:
+    """SSE frames passed on as they come; returns "" or the error code of a stream that
+    failed after its headers went out (it then ends with an error frame, never [DONE])."""
+    try:
+        response = await passthrough.open_completion(
+            plan.target, plan.upstream_body(), workload=req.workload
+        )
+    except BackendError as exc:
+        raise upstream_error(exc) from None
+    wants_usage = bool(plan.params.stream_options and plan.params.stream_options.include_usage)
+    failure = ""
+    try:
+        _upstream_headers(req, response, plan.target)
+        _backend_clamp(req, response, plan)
+        await req.start(
+            200,
+            {
+                "Content-Type": response.headers.get("content-type", "text/event-stream"),
+                "Cache-Control": "no-cache",
+            },
+        )
+        buffer = b""
+        finished = False
+        try:
+            async for chunk in response.aiter_raw():
+                buffer += chunk
+                out: list[bytes] = []
+                while (end := buffer.find(b"\n\n")) >= 0:
+                    frame, buffer = buffer[: end + 2], buffer[end + 2 :]
+                    if frame.startswith(DONE):
+                        finished = True
+                    elif b'"choices":[]' in frame:
+                        meter.usage = _frame_usage(frame) or meter.usage
+                        if not wants_usage:
+                            continue
+                    elif frame.startswith(b'data: {"error"') or b'"object":"error"' in frame:
+                        failure = "upstream_error"  # the backend's own error frame, passed on
+                    elif frame.startswith(b"data: {"):
+                        meter.tokens += 1
+                    out.append(frame)
+                if out:
+                    await req.body(b"".join(out), more=True)
+        except httpx.HTTPError as exc:
+            broke = upstream_error(passthrough.transport_error(exc))
+        else:
+            broke = None if finished else ApiError("upstream_error", "the stream ended early")
+        if broke is not None:
+            failure = broke.code
+            # Headers are gone: say it in the stream, and never end it as if complete.
+            frame = {
+                "error": {
+                    "code": broke.code,
+                    "message": f"{broke.message} (before [DONE])",
+                    "type": "server_error",
+                    "param": None,
+                },
+                "request_id": req.id,
+            }
+            await req.body(b"data: " + json.dumps(frame).encode() + b"\n\n", more=True)
+        await req.body(b"")
+    finally:
+        await response.aclose()
+    return failure
+
+
+def _frame_usage(frame: bytes) -> dict[str, Any] | None:
+    try:
+        data = json.loads(frame[len(b"data: ") :])
+    except ValueError:
+        return None
+    usage = data.get("usage") if isinstance(data, dict) else None
+    return usage if isinstance(usage, dict) else None
+
+
+# --- endpoints --------------------------------------------------------------------------
+
+
+def _row(req: Request, key: Any, endpoint: str, **fields: Any) -> dict[str, Any]:
+    return ledger.request_row(
+        request_id=req.id,
+        key_id=key.pk,
+        key_prefix=key.prefix,
+        user_id=key.user_id,
+        ip=req.ip,
+        endpoint=endpoint,
+        workload=req.workload,
+        created_at=req.created_at,
+        **fields,
+    )
+
+
+def _parse_json(raw: bytes | None) -> Any:
+    if raw is None:
+        raise ApiError(
+            "request_too_large",
+            f"the body is larger than {settings.WEFT_API_MAX_BODY_BYTES:,} bytes",
+        )
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError("invalid_request", "the body is not valid JSON") from None
+
+
+async def completions(req: Request) -> None:
+    key = await auth.authenticate(req.headers)
+    raw = await req.read_body()
+    await req.until_disconnect(_completions(req, key, raw))
+
+
+async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
+    row = _row(req, key, "/v1/completions")
+    res: ledger.Reservation | None = None
+    meter = Meter(0)
+    failure = ""
+    plan: Plan | None = None
+    try:
+        async with limits.slot_for(key.pk, req.id):
+            data = _parse_json(raw)
+            plan = await make_plan(data)
+            row.update(model=plan.target.model.id, stream=bool(plan.params.stream))
+            res = await reserve(plan, key, row)
+            meter.prompt_tokens = plan.prompt_tokens
+            if clamp := plan.clamp_header():
+                req.extra_headers["X-Acs-Max-Tokens-Clamped"] = clamp
+            if plan.params.stream:
+                failure = await pass_stream(req, plan, meter)
+            else:
+                failure = await pass_json(req, plan, meter)
+    except ApiError as exc:
+        failure = exc.code
+        from_upstream = ERRORS[exc.code].upstream or "X-Acs-Upstream-Error-Kind" in exc.headers
+        if plan is not None and from_upstream and "X-Acs-Upstream-Model" not in req.extra_headers:
+            _upstream_headers(req, None, plan.target)
+        await req.error(exc)
+    except asyncio.CancelledError:
+        failure = "client_closed"
+        raise
+    except Exception as exc:
+        failure = "internal_error"
+        log_bug(req, exc)
+        await req.error(ApiError("internal_error", f"internal error; quote {req.id}"))
+    finally:
+        _finish(req, row, res, meter, failure, plan)
+
+
+def _finish(
+    req: Request,
+    row: dict[str, Any],
+    res: ledger.Reservation | None,
+    meter: Meter,
+    failure: str,
+    plan: Plan | None,
+) -> None:
+    """Settle the reservation (or record the refused request) off the response path."""
+    status = 499 if failure == "client_closed" else (req.status or 500)
+    fields = {
+        "status": status,
+        "error_code": failure,
+        "latency_ms": req.latency_ms(),
+        "served_model": req.extra_headers.get("X-Acs-Upstream-Model", ""),
+        "clamped": req.extra_headers.get("X-Acs-Max-Tokens-Clamped", ""),
+        "finished_at": ledger.timezone.now(),
+    }
+    log.info("api %s key=%s status=%s code=%s request=%s ms=%s", row["endpoint"],
+             row["key_prefix"], status, failure or "-", req.id, fields["latency_ms"])  # fmt: skip
+    if res is None:
+        _in_background(_quietly(ledger.record({**row, **fields})))
+        return
+    _in_background(_quietly(_settle(res, meter, plan, fields, req.latency_ms() / 1000)))
+
+
+async def _settle(
+    res: ledger.Reservation, meter: Meter, plan: Plan, fields: dict[str, Any], elapsed: float
+) -> None:
+    prompt, completion = meter.bill()
+    if meter.usage is None and not plan.exact:
+        # No usage from the backend (a cut, a client gone): count the prompt exactly
+        # rather than charge its byte bound.
+        counted = await _count(plan.target, plan.params)
+        prompt = sum(counted) if counted is not None else prompt
+    if fields["error_code"] == "client_closed" and meter.usage is None and not plan.params.stream:
+        # A non-streaming answer never arrived: charge the prompt and what the backend
+        # can have generated meanwhile (at the configured decode rate), no more.
+        per_choice = min(res.max_tokens, math.ceil(elapsed * settings.WEFT_API_DECODE_RATE))
+        completion = per_choice * plan.params.choice_count
+    await ledger.settle(res, prompt, completion, **fields)
+
+
+async def _quietly(coro: Any) -> None:
+    try:
+        await coro
+    except Exception as exc:
+        log.error("api ledger write failed: %s", type(exc).__name__)
+
+
+def model_card(m: Any) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "weft",
+        "root": m.root,
+        "default": m.default,
+        "max_model_len": m.max_model_len,
+        "capabilities": {
+            "max_logprobs": m.max_logprobs,
+            "full_vocab_max_prompt_tokens": m.full_vocab_max_prompt_tokens,
+        },
+    }
+
+
+async def models(req: Request) -> None:
+    key = await auth.authenticate(req.headers)
+    code = ""
+    try:
+        async with limits.slot_for(key.pk, req.id):
+            try:
+                listed = await alist_models()
+            except BackendError as exc:
+                raise upstream_error(exc) from None
+            await req.json(200, {"object": "list", "data": [model_card(m) for m in listed]})
+    except ApiError as exc:
+        code = exc.code
+        raise
+    finally:
+        status = ERRORS[code].status if code else req.status
+        row = {**_meta(req, key, "/v1/models"), "status": status, "error_code": code}
+        _in_background(_quietly(ledger.record(row)))
+
+
+def _meta(req: Request, key: Any, endpoint: str) -> dict[str, Any]:
+    return {
+        **_row(req, key, endpoint),
+        "status": req.status,
+        "latency_ms": req.latency_ms(),
+        "finished_at": ledger.timezone.now(),
+    }
+
+
+async def chat_completions(req: Request) -> None:
+    key = await auth.authenticate(req.headers)
+    await req.read_body()
+    code = "chat_completions_unsupported"
+    try:
+        async with limits.slot_for(key.pk, req.id):
+            raise ApiError(
+                code,
+                "there is no chat endpoint: these are base models with no chat template. "
+                "Use POST /v1/completions (client.completions.create in the OpenAI SDK).",
+            )
+    except ApiError as exc:
+        code = exc.code
+        raise
+    finally:
+        row = _meta(req, key, "/v1/chat/completions")
+        row.update(status=ERRORS[code].status, error_code=code)
+        _in_background(_quietly(ledger.record(row)))

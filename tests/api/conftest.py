@@ -1,0 +1,184 @@
+import pytest
+
+
+@pytest.fixture
+def make_key(make_user):
+    """An API key and its secret: make_key(user=None, name="test", budget=None)."""
+    from api.models import ApiKey
+
+    def make(user=None, name: str = "test", budget: int | None = None):
+        return ApiKey.objects.create_key(user or make_user(), name, budget=budget)
+
+    return make
+
+
+# --- model routing: the local engine (the real model) and a scripted engine at once ---
+
+
+@pytest.fixture(scope="session")
+def local_engine():
+    pytest.importorskip("llama_cpp")
+    from engine.testing import run_engine
+
+    with run_engine("llama", n_threads=1, startup_timeout=120) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def routing_scripted_engine():
+    from engine.testing import run_engine
+
+    with run_engine("scripted") as url:
+        yield url
+
+
+@pytest.fixture
+def two_backends(settings, monkeypatch, local_engine, routing_scripted_engine):
+    """WEFT_BACKENDS as an operator writes it: the local engine under its own id
+    (smollm2-135m) and the scripted engine's "scripted" model under the alias "tiny",
+    with its own key. Returns the scripted engine's base URL."""
+    import json
+
+    import httpx
+
+    from completions.client import forget_backend_cache
+    from config.env import env_backends
+
+    monkeypatch.setenv(
+        "WEFT_BACKENDS",
+        json.dumps(
+            [
+                {"url": "local"},
+                {
+                    "name": "scripted",
+                    "url": f"{routing_scripted_engine}/v1",
+                    "api_key": "sk-scripted",
+                    "models": {"tiny": "scripted"},
+                },
+            ]
+        ),
+    )
+    settings.WEFT_BACKENDS = env_backends("WEFT_BACKENDS")
+    settings.WEFT_BACKEND_URL = f"{local_engine}/v1"
+    settings.WEFT_BACKEND_API_KEY = ""
+    settings.WEFT_DEFAULT_MODEL = ""
+    httpx.delete(f"{routing_scripted_engine}/_scripted/requests").raise_for_status()
+    httpx.delete(f"{routing_scripted_engine}/_scripted/faults").raise_for_status()
+    forget_backend_cache()
+    yield routing_scripted_engine
+    forget_backend_cache()
+
+
+def scripted_received(base: str, path: str = "/v1/completions") -> list[dict]:
+    import httpx
+
+    got = httpx.get(f"{base}/_scripted/requests").json()["requests"]
+    return [r for r in got if r["path"] == path]
+
+
+# --- the /v1 proxy: real ASGI servers on the test database, a scripted engine behind ---
+
+
+class ProxyBackend:
+    """The scripted engine behind the proxy: queue faults, read back what it received."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def faults(self, *faults: dict) -> None:
+        import httpx
+
+        httpx.post(
+            f"{self.base}/_scripted/faults", json={"faults": list(faults)}
+        ).raise_for_status()
+
+    def requests(self, path: str = "/v1/completions") -> list[dict]:
+        return scripted_received(self.base, path)
+
+    def reset(self) -> None:
+        import httpx
+
+        httpx.delete(f"{self.base}/_scripted/faults").raise_for_status()
+        httpx.delete(f"{self.base}/_scripted/requests").raise_for_status()
+
+
+# The seed's examples name "llama-8b": here it is an alias of the scripted model.
+PROXY_BACKENDS = '[{{"name": "scripted-gpu0", "url": "{url}/v1", "models": {{"llama-8b": "scripted", "scripted": "scripted"}}}}]'
+
+
+@pytest.fixture(scope="session")
+def proxy_engine():
+    from engine.testing import run_engine
+
+    with run_engine("scripted") as url:
+        yield url
+
+
+def proxy_env_for(engine: str, **extra: str) -> dict:
+    from django.conf import settings
+
+    from tests.support import child_env
+
+    env = {
+        "WEFT_BACKENDS": PROXY_BACKENDS.format(url=engine),
+        "WEFT_DEFAULT_MODEL": "llama-8b",
+        "WEFT_BACKEND_READ_TIMEOUT": "10",
+        # A small request window: 30 s × 13 tokens/s = 390 tokens.
+        "WEFT_API_REQUEST_WINDOW_SECONDS": "30",
+        "WEFT_API_DECODE_RATE": "13",
+    }
+    return child_env(settings.DATABASES["default"]["NAME"], **{**env, **extra})
+
+
+@pytest.fixture(scope="session")
+def proxy_web(django_db_setup, proxy_engine):
+    """One real ASGI server (uvicorn, as `make run` starts it) in front of the scripted
+    engine. Tests need django_db(transaction=True) so their keys are visible to it."""
+    from tests.support import Supervisor, free_port, start_web
+
+    sup = Supervisor()
+    try:
+        yield start_web(sup, proxy_env_for(proxy_engine), free_port())
+    finally:
+        sup.stop_all()
+
+
+@pytest.fixture
+def proxy(proxy_web, proxy_engine):
+    """(base URL of Weft's /v1, the scripted backend) with a clean fault queue."""
+    backend = ProxyBackend(proxy_engine)
+    backend.reset()
+    yield f"{proxy_web}/v1", backend
+    backend.reset()
+
+
+@pytest.fixture
+def api_key(make_key):
+    """A fresh key's secret (its own limits and budget)."""
+
+    def make(budget: int | None = None, user=None) -> str:
+        return make_key(user=user, budget=budget)[1]
+
+    return make
+
+
+LIMITS_ENV = {
+    "WEFT_API_MAX_ACTIVE": "2",
+    "WEFT_API_MAX_WAITING": "2",
+    "WEFT_API_RATE_PER_MINUTE": "8",
+    "WEFT_API_LEASE_SECONDS": "2",
+}
+
+
+@pytest.fixture(scope="session")
+def limited_pair(django_db_setup, proxy_engine):
+    """Two ASGI server processes on the same Redis and database, with small limits
+    (2 active + 2 waiting per key, 8 starts a minute, 2 s leases)."""
+    from tests.support import Supervisor, free_port, start_web
+
+    sup = Supervisor()
+    env = proxy_env_for(proxy_engine, **LIMITS_ENV)
+    try:
+        yield [start_web(sup, env, free_port()) + "/v1" for _ in range(2)], env
+    finally:
+        sup.stop_all()

@@ -8,13 +8,13 @@ answered 413 without reading a byte, and a body without one (chunked) is counted
 it arrives and cut off at the limit.
 
 Limits are settings: WEFT_MAX_REQUEST_BYTES for every path, WEFT_MAX_IMPORT_BYTES for
-the paths in WEFT_IMPORT_PATHS. Paths under /v1/ (the public API) get the API's JSON
-error envelope with code "request_too_large"; everything else a short HTML page.
+the paths in WEFT_IMPORT_PATHS. The public API never gets here: config/asgi.py routes
+/v1 first to api/asgi.py, which checks its own limit (WEFT_API_MAX_BODY_BYTES) the same
+way and answers in its JSON envelope.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,19 +35,9 @@ def body_limit(path: str) -> int:
     return settings.WEFT_MAX_REQUEST_BYTES
 
 
-def too_large_response(path: str, limit: int) -> tuple[bytes, bytes]:
+def too_large_response(limit: int) -> tuple[bytes, bytes]:
     """(content type, body) of the 413 for `path`."""
     message = f"The request body is larger than the limit of {limit:,} bytes."
-    if path.startswith("/v1/"):
-        envelope = {
-            "error": {
-                "code": "request_too_large",
-                "message": message,
-                "type": "invalid_request_error",
-                "param": None,
-            }
-        }
-        return b"application/json", json.dumps(envelope).encode()
     page = (
         "<!doctype html><title>Request too large</title>"
         f"<h1>Request too large</h1><p>{escape(message)}</p>"
@@ -79,7 +69,7 @@ class RequestBodyLimitMiddleware:
         limit = body_limit(path)
 
         async def refuse() -> None:
-            content_type, body = too_large_response(path, limit)
+            content_type, body = too_large_response(limit)
             await send(
                 {
                     "type": "http.response.start",

@@ -254,11 +254,23 @@ class CompletionResponse:
                 await self._cut(send)
                 return
             positions = len(rows.prompt) - 1
-            for start in range(0, positions, POSITIONS_PER_CHUNK):
+            spans = [
+                (start, min(positions, start + POSITIONS_PER_CHUNK))
+                for start in range(0, positions, POSITIONS_PER_CHUNK)
+            ]
+            # The next span is encoded while the previous one is being sent.
+            pending = None
+            for start, stop in spans:
+                ahead = self.engine.encode(_encode_positions, encoder, rows, start, stop)
+                next_part = asyncio.ensure_future(ahead)
+                if pending is not None:
+                    await part(await pending)
+                pending = next_part
                 if self.gone.is_set():
+                    pending.cancel()
                     return
-                stop = min(positions, start + POSITIONS_PER_CHUNK)
-                await part(await self.engine.encode(_encode_positions, encoder, rows, start, stop))
+            if pending is not None:
+                await part(await pending)
             await part(b"]}")
         await send({"type": "http.response.body", "body": b'],"usage":' + dumps(usage) + b"}"})
 

@@ -144,15 +144,18 @@ def _draw_rows(weights: np.ndarray, u: np.ndarray) -> np.ndarray:
     vocabulary costs ~0.8 ms per row on this class of machine; this costs a fraction."""
     rows, n = weights.shape
     blocks = -(-n // _BLOCK)
-    padded = np.zeros((rows, blocks * _BLOCK), dtype=np.float64)
-    padded[:, :n] = weights
+    if n == blocks * _BLOCK:
+        padded = weights
+    else:
+        padded = np.zeros((rows, blocks * _BLOCK), dtype=weights.dtype)
+        padded[:, :n] = weights
     cube = padded.reshape(rows, blocks, _BLOCK)
-    sums = cube.sum(axis=2)
+    sums = cube.sum(axis=2, dtype=np.float64)
     cum = np.cumsum(sums, axis=1)
     target = u * cum[:, -1]
     b = np.minimum((cum <= target[:, None]).sum(axis=1), blocks - 1)
     r = np.arange(rows)
-    inner = np.cumsum(cube[r, b], axis=1)
+    inner = np.cumsum(cube[r, b], axis=1, dtype=np.float64)
     rest = target - (cum[r, b] - sums[r, b])
     j = np.minimum((inner <= rest[:, None]).sum(axis=1), _BLOCK - 1)
     picks = b * _BLOCK + j

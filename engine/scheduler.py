@@ -293,7 +293,6 @@ class Scheduler:
         logits = self.model.evaluate(items + [item for _, item in prefill])
         for sample in decode:
             sample.pos += 1
-        rows: list[np.ndarray] = list(logits[: len(decode)])
         offset = len(decode)
         outbox: dict[Job, list[Event]] = {}
         for group, item in prefill:
@@ -306,7 +305,10 @@ class Scheduler:
                 ready = self._prefilled(group, out[-1], outbox)
                 if now >= group.job.next_due:
                     first.extend(ready)
-        rows.extend(s.group.last_logits for s in first)  # type: ignore[misc]
+        if first:
+            rows = np.concatenate([logits[: len(decode)], [s.group.last_logits for s in first]])
+        else:
+            rows = logits[: len(decode)]  # the model's own buffer, no copy
         self._sample(decode + first, rows, now, outbox)
         for job, events in outbox.items():
             job.send(events)
@@ -337,13 +339,12 @@ class Scheduler:
     def _sample(
         self,
         samples: list[_Sample],
-        rows: list[np.ndarray],
+        matrix: np.ndarray,
         now: float,
         outbox: dict[Job, list[Event]],
     ) -> None:
         if not samples:
             return
-        matrix = np.stack(rows)
         sps = [s.group.job.prep.request.sampling for s in samples]
         us = [0.0 if sp.greedy else s.rng.random() for s, sp in zip(samples, sps, strict=True)]
         tokens = sample_rows(matrix, sps, us, [s.penalties for s in samples]).tolist()

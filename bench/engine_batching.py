@@ -109,7 +109,7 @@ def short_beside_long(url: str, rounds: int) -> tuple[float, float]:
         alone.append(ttft(url, seed=r))
         streaming = threading.Event()
 
-        def long_one() -> None:
+        def long_one(streaming: threading.Event = streaming) -> None:
             body = {"prompt": PROMPT, "max_tokens": 256, "stream": True, "seed": 1}
             with httpx.stream("POST", url + "/v1/completions", json=body, timeout=600) as resp:
                 for i, _ in enumerate(resp.iter_lines()):

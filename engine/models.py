@@ -325,6 +325,8 @@ class LlamaModel(Model):
     def evaluate(self, items: list[EvalItem]) -> np.ndarray:
         llama_cpp = self._llama_cpp
         n = sum(len(item.tokens) for item in items)
+        if not n:
+            return np.empty((0, self.vocab_size), dtype=np.float32)
         if n > self._capacity:
             raise ValueError(f"{n} tokens exceed the batch capacity {self._capacity}")
         seq_ids = self._batch.seq_id

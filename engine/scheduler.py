@@ -290,7 +290,11 @@ class Scheduler:
             budget -= take
         if not items and not prefill and not first:
             return False
-        logits = self.model.evaluate(items + [item for _, item in prefill])
+        batch = items + [item for _, item in prefill]
+        if batch:
+            logits = self.model.evaluate(batch)
+        else:  # only first tokens to draw, from logits already kept
+            logits = np.empty((0, self.model.vocab_size), dtype=np.float32)
         for sample in decode:
             sample.pos += 1
         offset = len(decode)

@@ -8,6 +8,7 @@ import threading
 import time
 
 import httpx
+import pytest
 
 from engine.testing import run_engine
 
@@ -23,8 +24,11 @@ def _stream(url: str, body: dict, arrivals: list[tuple[float, int, int]]) -> Non
                 arrivals.append((time.monotonic(), choice["index"], counts[choice["index"]]))
 
 
-def test_it_streams_every_sample_from_the_first_steps() -> None:
-    with run_engine("scripted", token_delay=0.02) as url:
+@pytest.mark.parametrize("backend", ["scripted", pytest.param("llama", marks=pytest.mark.slow)])
+def test_it_streams_every_sample_from_the_first_steps(backend: str) -> None:
+    # The delay outlasts the prompt's evaluation: the first tokens are then drawn in a
+    # step of their own, from the prompt's kept logits.
+    with run_engine(backend, token_delay=0.1) as url:
         arrivals: list[tuple[float, int, int]] = []
         body = {"prompt": "The cat", "n": 4, "max_tokens": 12, "stream": True, "seed": 1}
         _stream(url, body, arrivals)

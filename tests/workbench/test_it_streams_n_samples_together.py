@@ -37,7 +37,12 @@ def test_it_streams_n_samples_together(llama_stack, make_user, login, page, arti
     )
     counts = page.evaluate(LIVE_COUNTS)
     running = run.locator(".gen-state.state-running").count()
+    # a little later, for the picture: all four have grown
+    page.wait_for_function(
+        f"() => ({LIVE_COUNTS})().every((n) => n >= 30)", timeout=WORKBENCH_TIMEOUT
+    )
     page.screenshot(path=str(artifacts_dir / "workbench-n4-streaming-together.png"), full_page=True)
+    later = page.evaluate(LIVE_COUNTS)
     expect(run.locator(".gen-state.state-done").first).to_be_visible(timeout=WORKBENCH_TIMEOUT)
     samples = run.locator(".gen-result .sample")
     expect(samples).to_have_count(4, timeout=WORKBENCH_TIMEOUT)
@@ -45,3 +50,4 @@ def test_it_streams_n_samples_together(llama_stack, make_user, login, page, arti
     assert running == 1, counts
     # every sample had started, and none had finished, at the same moment
     assert all(0 < c < f for c, f in zip(counts, finals, strict=True)), (counts, finals)
+    assert all(c < n for c, n in zip(counts, later, strict=True)), (counts, later)

@@ -12,7 +12,6 @@ import uvicorn
 from engine.app import Engine, build_app
 from engine.faults import parse_fault
 from engine.models import (
-    DEFAULT_KV_SIZE,
     DEFAULT_MAX_SEQUENCES,
     DEFAULT_N_CTX,
     LlamaModel,
@@ -45,8 +44,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--kv-size",
         type=int,
-        default=DEFAULT_KV_SIZE,
-        help="KV cache cells shared by all sequences (at least --max-model-len)",
+        default=None,
+        help="scripted backend: KV cells for all sequences (default, and always for llama: "
+        "--max-sequences x --max-model-len)",
     )
     p.add_argument(
         "--step-tokens",
@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         model = ScriptedModel(
             model_id=args.model_id or "scripted",
             max_model_len=args.max_model_len,
+            max_sequences=args.max_sequences,
             kv_size=args.kv_size,
         )
     else:
@@ -89,7 +90,6 @@ def main(argv: list[str] | None = None) -> None:
             n_ctx=args.max_model_len,
             n_threads=args.n_threads,
             max_sequences=args.max_sequences,
-            kv_size=args.kv_size,
         )
     engine = Engine(
         model,

@@ -27,9 +27,6 @@ SMOLLM2_ROOT = "HuggingFaceTB/SmolLM2-135M-Instruct"
 # at ~400 MB; the model itself was trained on 8k. Smaller train contexts win.
 DEFAULT_N_CTX = 2048
 DEFAULT_MAX_SEQUENCES = 16
-# KV cells shared by all sequences (n samples of a prompt share the prompt's cells):
-# 16,384 cells of SmolLM2-135M are ~380 MB of f16 K and V.
-DEFAULT_KV_SIZE = 16384
 
 
 @dataclass
@@ -56,7 +53,7 @@ class Model(ABC):
     model_id: str
     root: str
     max_model_len: int
-    kv_size: int  # cache cells shared by all sequences
+    kv_size: int  # cache cells for all sequences together
     vocab_size: int
     bos_id: int | None
     eos_ids: frozenset[int]
@@ -125,12 +122,14 @@ class ScriptedModel(Model):
         self,
         model_id: str = "scripted",
         max_model_len: int = DEFAULT_N_CTX,
-        kv_size: int = DEFAULT_KV_SIZE,
+        max_sequences: int = DEFAULT_MAX_SEQUENCES,
+        kv_size: int | None = None,
     ) -> None:
         self.model_id = model_id
         self.root = "weft/scripted-tiny"
         self.max_model_len = max_model_len
-        self.kv_size = max(kv_size, max_model_len)
+        # Like the llama backend (a full context per sequence) unless told otherwise.
+        self.kv_size = max(kv_size or max_sequences * max_model_len, max_model_len)
         texts: list[bytes] = [b"", b""]
         self._pieces = ["<s>", "</s>"]
         bare: list[int] = []  # words without a leading space: made rarer below
@@ -228,8 +227,8 @@ def default_threads() -> int:
 
 
 class LlamaModel(Model):
-    """A GGUF model on llama.cpp's batch API: one context whose unified KV cache holds up
-    to ``max_sequences`` sequences in ``kv_size`` cells in all."""
+    """A GGUF model on llama.cpp's batch API: one context holding up to
+    ``max_sequences`` sequences, each in its own KV stream of ``n_ctx`` cells."""
 
     def __init__(
         self,
@@ -238,7 +237,6 @@ class LlamaModel(Model):
         n_ctx: int = DEFAULT_N_CTX,
         n_threads: int | None = None,
         max_sequences: int = DEFAULT_MAX_SEQUENCES,
-        kv_size: int = DEFAULT_KV_SIZE,
         batch_tokens: int = 512,
     ) -> None:
         import llama_cpp  # deferred: the scripted backend must not need it
@@ -260,15 +258,18 @@ class LlamaModel(Model):
         # else runs (measured 3-7 tok/s under load vs ~45 with one thread).
         threads = n_threads or default_threads()
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx = max(kv_size, self.max_model_len)
+        params.n_ctx = max_sequences * self.max_model_len
         params.n_batch = params.n_ubatch = batch_tokens
         params.n_seq_max = max_sequences
-        # One cache for all sequences, so a prompt's cells are shared by its n samples
-        # (llama_memory_seq_cp adds a sequence id to a cell; nothing is copied).
-        params.kv_unified = True
-        # Flash attention on: without it, llama.cpp's CPU attention over a unified cache
-        # shared by several sequences gives logits that depend on the other sequences
-        # (measured: off by up to ~38 with 8 sequences); with it they are bit-identical.
+        # A KV stream per sequence (not one unified cache): a sequence's attention then
+        # never sees where other sequences' cells lie. In a unified cache it does:
+        # measured on this build, a sequence whose new cells land in holes left by a
+        # finished one gets logits off by up to ~1 (and by ~40 without flash attention),
+        # so a seed would sample differently beside other requests. The n samples of a
+        # prompt get copies of its cells (llama_memory_seq_cp), ~23 KB per token.
+        params.kv_unified = False
+        # Flash attention on: with it a token's logits are bit-identical whatever else
+        # is in the batch; without it they are not.
         params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
         params.n_threads = params.n_threads_batch = threads
         ctx = llama_cpp.llama_init_from_model(model.model, params)
@@ -276,7 +277,7 @@ class LlamaModel(Model):
             raise RuntimeError("llama.cpp could not create a context (out of memory?)")
         self._ctx = ctx
         self._mem = llama_cpp.llama_get_memory(ctx)
-        self.kv_size = llama_cpp.llama_n_ctx(ctx)
+        self.kv_size = max_sequences * self.max_model_len
         self._capacity = batch_tokens
         self._batch = llama_cpp.llama_batch_init(batch_tokens, 0, 1)
         b = self._batch
@@ -353,7 +354,10 @@ class LlamaModel(Model):
         return np.ctypeslib.as_array(logits, shape=(n_out, self.vocab_size))
 
     def copy_seq(self, src: int, dst: int, length: int) -> None:
-        self._llama_cpp.llama_memory_seq_cp(self._mem, src, dst, 0, length)
+        # Between streams llama.cpp copies whole sequences only; trim what follows.
+        self._llama_cpp.llama_memory_seq_rm(self._mem, dst, -1, -1)
+        self._llama_cpp.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
+        self._llama_cpp.llama_memory_seq_rm(self._mem, dst, length, -1)
 
     def drop_seq(self, seq: int) -> None:
         self._llama_cpp.llama_memory_seq_rm(self._mem, seq, -1, -1)

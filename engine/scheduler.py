@@ -4,12 +4,12 @@ Each step advances every running sequence (a sample of a prompt of a request) by
 token and, with the room left in the step, evaluates the next chunk of prompts that are
 joining, all in one ``Model.evaluate`` call; then every row of the step is sampled at
 once (``sample_rows``). A prompt is evaluated once into its first sample's sequence and
-shared with its other samples (``Model.copy_seq``). A sequence that finishes, or whose
+copied to its other samples (``Model.copy_seq``). A sequence that finishes, or whose
 client went away, is dropped at once and its cache cells are free for the next step.
 
 Capacity: at most ``max_sequences`` sequences run together and the cells they may need
-(each prompt once, plus max_tokens per sample) must fit in the model's KV cache; samples
-beyond that wait in arrival order.
+(prompt plus max_tokens per sample) must fit in the model's KV cache; samples beyond that
+wait in arrival order.
 
 Why every step stays under ``step_tokens`` (default 48) tokens: llama.cpp's CPU matrix
 multiply switches kernels at 64 rows, and the other kernel's logits differ by up to ~1.5,
@@ -87,7 +87,6 @@ class _Group:
     filled: int = 0
     last_logits: np.ndarray | None = None
     holders: set[_Sample] = field(default_factory=set)  # samples whose seq holds the prompt
-    reserved: bool = False
     scored: bool = False
 
 
@@ -233,14 +232,12 @@ class Scheduler:
         while self._waiting and self._free:
             sample = self._waiting[0]
             group = sample.group
-            max_tokens = group.job.prep.max_tokens
-            needs_prompt = not group.holders and group.prefill_seq is None
-            need = max_tokens + (len(group.prompt) if needs_prompt else 0)
+            need = len(group.prompt) + group.job.prep.max_tokens
             if self.kv_used + need > self.kv_size:
                 return  # in order: later requests wait behind this one
             self._waiting.popleft()
             sample.seq = self._free.pop()
-            self.kv_used += max_tokens
+            self.kv_used += need
             if group.prefill_seq is not None:
                 sample.state = "joining"
             elif group.holders:
@@ -250,8 +247,6 @@ class Scheduler:
                 group.holders.add(sample)
                 sample.state = "first"
             else:
-                self.kv_used += len(group.prompt)
-                group.reserved = True
                 group.prefill_seq = sample.seq
                 group.filled = 0
                 group.holders.add(sample)
@@ -394,13 +389,10 @@ class Scheduler:
         if sample.seq is not None:
             self.model.drop_seq(sample.seq)
             self._free.append(sample.seq)
-            self.kv_used -= group.job.prep.max_tokens
+            self.kv_used -= len(group.prompt) + group.job.prep.max_tokens
             sample.seq = None
         sample.state = "done"
         group.holders.discard(sample)
-        if not group.holders and group.reserved:
-            group.reserved = False
-            self.kv_used -= len(group.prompt)
 
     def _finish_job(self, job: Job, outbox: dict[Job, list[Event]] | None) -> None:
         job.done = True

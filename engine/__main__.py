@@ -1,4 +1,6 @@
-"""python -m engine --host 127.0.0.1 --port 8001 [--backend llama|scripted] [--model PATH]"""
+"""python -m engine --host 127.0.0.1 --port 8001 [--backend llama|scripted] [--model PATH]
+
+See engine/README.md for every flag."""
 
 from __future__ import annotations
 
@@ -9,7 +11,14 @@ import uvicorn
 
 from engine.app import Engine, build_app
 from engine.faults import parse_fault
-from engine.models import DEFAULT_N_CTX, LlamaModel, Model, ScriptedModel
+from engine.models import (
+    DEFAULT_MAX_SEQUENCES,
+    DEFAULT_N_CTX,
+    LlamaModel,
+    Model,
+    ScriptedModel,
+)
+from engine.scheduler import DEFAULT_STEP_TOKENS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -25,6 +34,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=DEFAULT_N_CTX,
         help="context window (llama: n_ctx, capped by the model's training context)",
+    )
+    p.add_argument(
+        "--max-sequences",
+        type=int,
+        default=DEFAULT_MAX_SEQUENCES,
+        help="sequences decoded together (a request takes prompts x n); more wait in order",
+    )
+    p.add_argument(
+        "--kv-size",
+        type=int,
+        default=None,
+        help="scripted backend: KV cells for all sequences (default, and always for llama: "
+        "--max-sequences x --max-model-len)",
+    )
+    p.add_argument(
+        "--step-tokens",
+        type=int,
+        default=DEFAULT_STEP_TOKENS,
+        help="tokens per decode step (running sequences + prompt chunks); below 64 keeps "
+        "llama.cpp's logits independent of the batch",
     )
     p.add_argument(
         "--n-threads", type=int, default=None, help="llama.cpp threads (default: half the cores)"
@@ -44,14 +73,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if not 1 <= args.max_sequences <= args.step_tokens:
+        raise SystemExit("--max-sequences must be between 1 and --step-tokens")
     model: Model
     if args.backend == "scripted":
         model = ScriptedModel(
-            model_id=args.model_id or "scripted", max_model_len=args.max_model_len
+            model_id=args.model_id or "scripted",
+            max_model_len=args.max_model_len,
+            max_sequences=args.max_sequences,
+            kv_size=args.kv_size,
         )
     else:
         model = LlamaModel(
-            args.model, model_id=args.model_id, n_ctx=args.max_model_len, n_threads=args.n_threads
+            args.model,
+            model_id=args.model_id,
+            n_ctx=args.max_model_len,
+            n_threads=args.n_threads,
+            max_sequences=args.max_sequences,
         )
     engine = Engine(
         model,
@@ -59,6 +97,8 @@ def main(argv: list[str] | None = None) -> None:
         max_logprobs=args.max_logprobs,
         token_delay=args.token_delay,
         server_fault=parse_fault(args.fault) if args.fault else None,
+        max_sequences=args.max_sequences,
+        step_tokens=args.step_tokens,
     )
     uvicorn.run(
         build_app(engine),

@@ -1,22 +1,24 @@
-"""The generation loop: prompts in, a stream of per-token events out.
+"""What one request needs around the model: its prompts tokenized and checked
+(:func:`prepare`), the events the scheduler sends back, each choice's text with stop
+strings (:class:`ChoiceText`) and the logprob shapes of vLLM's answers.
 
-Everything here is synchronous and runs on the engine's single model thread. The HTTP
-layer pulls events from :func:`generate` a few at a time, so a request that goes away
-stops costing model time after at most one pull.
+Tokenizing runs on any thread; the rest runs on the scheduler's model thread.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
-from collections.abc import Iterator
+import os
+import tempfile
 from dataclasses import dataclass, field
+from typing import IO
 
 import numpy as np
 
 from engine.models import Model
 from engine.protocol import MAX_OUTPUT_WORK, ApiError, CompletionRequest
-from engine.sampling import PenaltyState, log_softmax, rank_of, sample, top_ids
+from engine.sampling import log_softmax, rank_of, top_ids
 
 FULL_VOCAB_MAX_PROMPT_TOKENS = 1024
 # vLLM writes -inf logprobs as this.
@@ -98,11 +100,36 @@ def prepare(model: Model, req: CompletionRequest) -> Prepared:
 
 
 @dataclass
+class FullVocabRows:
+    """Full-vocabulary prompt logprobs of one prompt, kept as float32 log-softmax rows in
+    an unlinked temporary file (a 1,024-token prompt is ~200 MB of floats): the response
+    encodes them position by position while it streams the body out."""
+
+    prompt: list[int]
+    vocab_size: int
+    file: IO[bytes] = field(default_factory=lambda: tempfile.TemporaryFile(prefix="weft-plp-"))
+
+    def append(self, rows: np.ndarray) -> None:
+        self.file.write(np.ascontiguousarray(rows, dtype=np.float32).tobytes())
+
+    def row(self, i: int) -> np.ndarray:
+        """Log-probabilities predicting prompt[i + 1]."""
+        size = self.vocab_size * 4
+        self.file.flush()
+        data = os.pread(self.file.fileno(), size, i * size)
+        return np.frombuffer(data, dtype=np.float32)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@dataclass
 class PromptEvent:
     """Once per prompt, before its samples: what every choice of it shares."""
 
     prompt_index: int
-    prompt_logprobs_json: str | None  # the choice's "prompt_logprobs" value, as JSON
+    # the choice's "prompt_logprobs" value: JSON text (top k), or rows to encode (k = -1)
+    prompt_logprobs: str | FullVocabRows | None
     echo_logprobs: list[LogprobEntry] | None  # prompt tokens in the completion shape
 
 
@@ -119,170 +146,145 @@ class TokenEvent:
 
 
 @dataclass
-class _Choice:
-    stop: list[str]
-    decoder: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
-    )
-    text: str = ""
-    emitted: int = 0
+class Finished:
+    """Last event of a request: every choice is done."""
 
 
-def generate(
-    model: Model, prep: Prepared, seed_rng: np.random.Generator | None = None
-) -> Iterator[PromptEvent | TokenEvent]:
-    req = prep.request
-    sp = req.sampling
-    hold = max((len(s) for s in req.stop), default=1) - 1
-    prompt_k = req.prompt_logprobs
-    echo_k = req.logprobs if (req.echo and req.logprobs is not None) else None
-    for p_idx, prompt in enumerate(prep.prompt_ids):
-        logits = model.begin(prompt)
-        if prompt_k is not None or echo_k is not None:
-            rows = log_softmax(model.prompt_logits(prompt))
-            yield PromptEvent(
-                p_idx,
-                None if prompt_k is None else prompt_logprobs_json(model, prompt, rows, prompt_k),
-                None if echo_k is None else echo_logprob_entries(model, prompt, rows, echo_k),
-            )
-        for s in range(req.n):
-            if s:
-                logits = model.begin(prompt)  # the prompt's KV state is reused, not re-run
-            if req.seed is not None:
-                # vLLM fans n out into child requests seeded seed + index.
-                rng = np.random.default_rng(req.seed + s)
-            else:
-                rng = seed_rng or np.random.default_rng()
-            penalties = PenaltyState(model.vocab_size, prompt) if sp.has_penalties else None
-            yield from _one_sample(
-                model, prep, p_idx, s, logits, rng, penalties, hold, _Choice(req.stop)
-            )
+@dataclass
+class Failed:
+    """Last event of a request that the model could not finish."""
+
+    error: ApiError
 
 
-def _one_sample(
-    model: Model,
-    prep: Prepared,
-    p_idx: int,
-    s: int,
-    logits: np.ndarray,
-    rng: np.random.Generator,
-    penalties: PenaltyState | None,
-    hold: int,
-    choice: _Choice,
-) -> Iterator[TokenEvent]:
-    req = prep.request
-    index = s + p_idx * req.n
-    longest_stop = max((len(x) for x in req.stop), default=0)
-    for step in range(prep.max_tokens):
-        token = sample(logits, req.sampling, rng, penalties)  # type: ignore[arg-type]
-        if penalties is not None:
-            penalties.add(token)
-        entry = completion_logprob(model, logits, token, req.logprobs)
+Event = PromptEvent | TokenEvent | Finished | Failed
+
+
+class ChoiceText:
+    """A choice's text as tokens arrive: UTF-8 decoded incrementally, cut at the first
+    stop string, and held back while its tail may still begin one."""
+
+    def __init__(self, model: Model, prep: Prepared) -> None:
+        self.model = model
+        self.stop = prep.request.stop
+        self.max_tokens = prep.max_tokens
+        self.hold = max((len(s) for s in self.stop), default=1) - 1
+        self.longest_stop = max((len(s) for s in self.stop), default=0)
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.text = ""
+        self.emitted = 0
+        self.count = 0
+
+    def add(self, token: int) -> tuple[str, str | None, str | None]:
+        """(text released, finish_reason, stop_reason) after one more token."""
+        self.count += 1
         finish = stop_reason = None
-        if token in model.eos_ids:
+        if token in self.model.eos_ids:
             finish = "stop"
-            choice.text += choice.decoder.decode(b"", final=True)
+            self.text += self.decoder.decode(b"", final=True)
         else:
-            before = len(choice.text)
-            choice.text += choice.decoder.decode(model.token_bytes(token))
-            if req.stop:
-                start = max(0, before - longest_stop + 1)
-                hits = [(choice.text.find(x, start), x) for x in req.stop]
+            before = len(self.text)
+            self.text += self.decoder.decode(self.model.token_bytes(token))
+            if self.stop:
+                start = max(0, before - self.longest_stop + 1)
+                hits = [(self.text.find(x, start), x) for x in self.stop]
                 hits = [(i, x) for i, x in hits if i >= 0]
                 if hits:
                     at, stop_reason = min(hits)
-                    choice.text = choice.text[:at]
+                    self.text = self.text[:at]
                     finish = "stop"
-            if finish is None and step == prep.max_tokens - 1:
+            if finish is None and self.count >= self.max_tokens:
                 finish = "length"
-                choice.text += choice.decoder.decode(b"", final=True)
-        end = len(choice.text) if finish else max(choice.emitted, len(choice.text) - hold)
-        delta = choice.text[choice.emitted : end]
-        choice.emitted = end
-        yield TokenEvent(
-            index=index,
-            prompt_index=p_idx,
-            text=delta,
-            logprob=entry,
-            completion_tokens=step + 1,
-            finish_reason=finish,
-            stop_reason=stop_reason,
-            first=step == 0,
-        )
-        if finish:
+                self.text += self.decoder.decode(b"", final=True)
+        end = len(self.text) if finish else max(self.emitted, len(self.text) - self.hold)
+        delta = self.text[self.emitted : end]
+        self.emitted = end
+        return delta, finish, stop_reason
+
+
+class PromptScorer:
+    """Builds a prompt's logprobs from the logits rows of its positions, as the scheduler
+    evaluates the prompt chunk by chunk (so at most one chunk of rows is in memory)."""
+
+    def __init__(self, model: Model, prep: Prepared, prompt_index: int) -> None:
+        req = prep.request
+        self.model = model
+        self.prompt_index = prompt_index
+        self.prompt = prep.prompt_ids[prompt_index]
+        self.k = req.prompt_logprobs
+        self.echo_k = req.logprobs if (req.echo and req.logprobs is not None) else None
+        self.parts: list[str] = ["null"]
+        self.full = FullVocabRows(self.prompt, model.vocab_size) if self.k == -1 else None
+        self.echo: list[LogprobEntry] = [(model.pieces[self.prompt[0]], None, None)]
+
+    @property
+    def wanted(self) -> bool:
+        return self.k is not None or self.echo_k is not None
+
+    def add(self, logits: np.ndarray, start: int) -> None:
+        """Rows ``start, start + 1, ...`` predicting prompt[start + 1], ... (rows past the
+        prompt's end are ignored)."""
+        usable = min(len(logits), len(self.prompt) - 1 - start)
+        if usable <= 0:
             return
-        logits = model.advance(token)
+        rows = log_softmax(logits[:usable])
+        if self.full is not None:
+            self.full.append(rows)
+        for offset in range(usable):
+            row, actual = rows[offset], self.prompt[start + offset + 1]
+            if self.k is not None and self.k != -1:
+                self.parts.append(top_k_position_json(self.model, row, actual, self.k))
+            if self.echo_k is not None:
+                self.echo.append(_entry(self.model, row, actual, self.echo_k))
+
+    def event(self) -> PromptEvent:
+        plp: str | FullVocabRows | None = None
+        if self.full is not None:
+            plp = self.full
+        elif self.k is not None:
+            plp = "[" + ",".join(self.parts) + "]"
+        return PromptEvent(self.prompt_index, plp, self.echo if self.echo_k is not None else None)
 
 
 def _lp(x: float) -> float:
     return max(float(x), NEG_INF_LOGPROB)
 
 
-def completion_logprob(
-    model: Model, logits: np.ndarray, token: int, k: int | None
-) -> LogprobEntry | None:
-    """The sampled token's raw logprob plus the top k, sampled token first (as vLLM)."""
-    if k is None:
-        return None
-    row = log_softmax(logits)
+def _entry(model: Model, row: np.ndarray, token: int, k: int) -> LogprobEntry:
+    """The token's raw logprob plus the top k, the token first (as vLLM)."""
     top = {model.pieces[token]: _lp(row[token])}
     for t in top_ids(row, k).tolist():
         top.setdefault(model.pieces[t], _lp(row[t]))
     return model.pieces[token], _lp(row[token]), top
 
 
-def echo_logprob_entries(
-    model: Model, prompt: list[int], rows: np.ndarray, k: int
-) -> list[LogprobEntry]:
-    entries: list[LogprobEntry] = [(model.pieces[prompt[0]], None, None)]
-    for i in range(1, len(prompt)):
-        row, token = rows[i - 1], prompt[i]
-        top = {model.pieces[token]: _lp(row[token])}
-        for t in top_ids(row, k).tolist():
-            top.setdefault(model.pieces[t], _lp(row[t]))
-        entries.append((model.pieces[token], _lp(row[token]), top))
-    return entries
+def completion_logprob(model: Model, row: np.ndarray, token: int, k: int) -> LogprobEntry:
+    """``row`` is a log-softmax row of the raw logits the token was drawn from."""
+    return _entry(model, row, token, k)
 
 
 _piece_json_cache: dict[int, list[str]] = {}
 
 
-def _pieces_json(model: Model) -> list[str]:
+def pieces_json(model: Model) -> list[str]:
     key = id(model)
     if key not in _piece_json_cache:
         _piece_json_cache[key] = [json.dumps(p) for p in model.pieces]
     return _piece_json_cache[key]
 
 
-def prompt_logprobs_json(model: Model, prompt: list[int], rows: np.ndarray, k: int) -> str:
-    """vLLM's prompt_logprobs list as JSON text: null, then per position
-    {"<id>": {"logprob", "rank", "decoded_token"}} with the actual token first and then
-    the top k (k = -1: the whole vocabulary). Built as text because a full-vocabulary
-    answer has ~50k entries per position."""
-    pieces = _pieces_json(model)
-    parts = ["null"]
-    for i in range(1, len(prompt)):
-        row, actual = rows[i - 1], prompt[i]
-        if k == -1:
-            order = np.argsort(-row, kind="stable")
-            sorted_vals = row[order]
-            ranks = np.searchsorted(-sorted_vals, -sorted_vals, side="left") + 1
-            ids, rank_list = order.tolist(), ranks.tolist()
-            vals = sorted_vals.tolist()
-        else:
-            top = top_ids(row, k)
-            ids = top.tolist()
-            vals = row[top].tolist()
-            rank_list = [rank_of(row, t) for t in ids]
-        fields = [
-            f'"{actual}":{{"logprob":{_lp(row[actual])!r},"rank":{rank_of(row, actual)},'
-            f'"decoded_token":{pieces[actual]}}}'
-        ]
-        fields.extend(
-            f'"{t}":{{"logprob":{max(v, NEG_INF_LOGPROB)!r},"rank":{r},'
-            f'"decoded_token":{pieces[t]}}}'
-            for t, v, r in zip(ids, vals, rank_list, strict=True)
-            if t != actual
-        )
-        parts.append("{" + ",".join(fields) + "}")
-    return "[" + ",".join(parts) + "]"
+def top_k_position_json(model: Model, row: np.ndarray, actual: int, k: int) -> str:
+    """One position of vLLM's prompt_logprobs: {"<id>": {"logprob", "rank",
+    "decoded_token"}} with the actual token first, then the top k."""
+    pieces = pieces_json(model)
+    top = top_ids(row, k)
+    fields = [
+        f'"{actual}":{{"logprob":{_lp(row[actual])!r},"rank":{rank_of(row, actual)},'
+        f'"decoded_token":{pieces[actual]}}}'
+    ]
+    fields.extend(
+        f'"{t}":{{"logprob":{_lp(row[t])!r},"rank":{rank_of(row, t)},"decoded_token":{pieces[t]}}}'
+        for t in top.tolist()
+        if t != actual
+    )
+    return "{" + ",".join(fields) + "}"

@@ -174,8 +174,8 @@ def test_it_returns_top_k_prompt_logprobs(client: httpx.Client, k: int) -> None:
         for entry in position.values():
             assert entry["logprob"] <= 0 and entry["rank"] >= 1
             assert set(entry) == {"logprob", "rank", "decoded_token"}
-        ranked = sorted(v["rank"] for t, v in position.items() if t != str(token))
-        assert ranked == list(range(1, len(ranked) + 1))
+        # the top k hold ranks 1..k; the actual token is one of them or comes extra
+        assert sorted(v["rank"] for v in position.values())[:k] == list(range(1, k + 1))
 
 
 def test_it_returns_full_vocabulary_prompt_logprobs(client: httpx.Client) -> None:

@@ -180,11 +180,15 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:bookmark_step": ("GET", []),
     "loom:show_archived": ("POST", []),
     "loom:action": ("POST", NODE_FIELDS),
+    "api_keys": ("POST", ["name"]),
+    "api_key_revoke": ("POST", []),
 }
 NOT_FUZZED = {
     "health": "public, takes no input",
     "login": "Django's own form, before login",
     "logout": "Django's own view, takes no input",
+    "openapi_json": "public, takes no input (schemathesis covers the API it describes)",
+    "swagger": "public, takes no input",
 }
 # Choices for <str:…> path parts; a random word is drawn too.
 STR_VALUES = {
@@ -233,6 +237,7 @@ def engine():
 @pytest.fixture
 def world(engine, settings, make_user):
     """A user owning one of everything a path id can name."""
+    from api.models import ApiKey
     from completions.models import Generation
     from loom.models import Author, Tree
     from workbench.models import Preset, Run, SavedPrompt
@@ -267,6 +272,7 @@ def world(engine, settings, make_user):
         "run_id": run.pk,
         "preset_id": Preset.objects.create(owner=user, name="p", params={"n": 2}).pk,
         "prompt_id": SavedPrompt.objects.create(owner=user, name="s", prompt="hi").pk,
+        "key_id": ApiKey.objects.create_key(user, "k")[0].pk,
     }
     client = Client(raise_request_exception=False)
     client.force_login(user)
@@ -275,6 +281,7 @@ def world(engine, settings, make_user):
 
 def snapshot(user) -> str:
     """The user's data, as a digest: what a refused request must leave alone."""
+    from api.models import ApiKey
     from completions.models import Generation
     from loom.models import Node, Tree
     from workbench.models import Preset, Run, Sample, SavedPrompt
@@ -290,6 +297,9 @@ def snapshot(user) -> str:
         list(Sample.objects.filter(run__owner=user).order_by("pk").values_list("pk", "text")),
         list(Preset.objects.filter(owner=user).order_by("pk").values_list("pk", "name", "params")),
         list(SavedPrompt.objects.filter(owner=user).order_by("pk").values_list("pk", "name")),
+        list(
+            ApiKey.objects.filter(user=user).order_by("pk").values_list("pk", "name", "revoked_at")
+        ),
         # A request refused after it was sent records its outcome (failed/refused).
         list(
             Generation.objects.filter(owner=user)

@@ -126,7 +126,7 @@ def result_context(request: HttpRequest, generation: Generation) -> dict[str, An
         "echo": bool(body.get("echo")),
         "saved_run": saved,
         "budget": _budget(request),
-        "legend": LEGEND,
+        "token_legend": LEGEND,
         "loom": loom_available(),
     }
 
@@ -161,7 +161,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "budget": _budget(request),
         "recoverable": Generation.objects.recoverable(request.user).filter(kind__in=KINDS).count(),
         "loom": loom_available(),
-        "legend": LEGEND,
+        "token_legend": LEGEND,
     }
     if generation is not None:
         context.update(live_context(request, generation))

@@ -16,21 +16,21 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.template.loader import render_to_string
 from django.utils.html import format_html
 
+from completions.models import Generation
 from core.tokens import LiveChips, chip_dicts, chips_for, chips_from_dicts, chips_html
 
 log = logging.getLogger(__name__)
 
-STATE_LABELS = {
-    "queued": "Queued",
-    "running": "Running",
-    "done": "Done",
-    "cancelled": "Cancelled",
-    "refused": "Refused",
-    "failed": "Failed",
-    "interrupted": "Interrupted",
-}
+
+def state_label(state: str) -> str:
+    """The one table of state labels: Generation.State's."""
+    try:
+        return str(Generation.State(state).label)
+    except ValueError:
+        return state
 
 
 def group_name(generation_id: int) -> str:
@@ -201,17 +201,16 @@ def choice_fragment(
 def state_fragment(
     generation_id: int, state: str, error_code: str = "", request_id: str = ""
 ) -> str:
-    detail = ""
-    if error_code:
-        detail = format_html(' <span class="muted">{}</span>', error_code)
-    if request_id and state in ("failed", "refused"):
-        detail += format_html(' <span class="muted">request {}</span>', request_id)
-    return format_html(
-        '<span id="gen-{}-state" class="gen-state state-{}" hx-swap-oob="true">{}{}</span>',
-        generation_id,
-        state,
-        STATE_LABELS.get(state, state),
-        detail,
+    return render_to_string(
+        "completions/_live.html#state",
+        {
+            "generation_id": generation_id,
+            "state": state,
+            "label": state_label(state),
+            "error_code": error_code,
+            "request_id": request_id if state in ("failed", "refused") else "",
+            "oob": True,
+        },
     )
 
 

@@ -30,9 +30,9 @@ def generation_result(request, generation_id: int):
 
 @require_POST
 def generation_cancel(request, generation_id: int):
+    """The one Cancel of every page (completions/_live.html#cancel). The worker
+    closes the stream and keeps the text so far; the socket brings the final state."""
     generation = _own_generation(request, generation_id)
     if not generation.is_terminal:
         generation.cancel()
-    if request.htmx:
-        return render(request, "completions/_result.html", {"generation": generation})
     return HttpResponse(status=204)

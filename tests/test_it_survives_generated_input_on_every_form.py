@@ -131,7 +131,6 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "wb_code": ("POST", PARAMS),
     "wb_loom": ("POST", PARAMS),
     "wb_result": ("GET", []),
-    "wb_cancel": ("POST", []),
     "wb_save": ("POST", ["title", "note", "choice", "choices_present"]),
     "wb_preset_save": ("POST", ["preset_name", *PARAMS]),
     "wb_preset_load": ("GET", []),

@@ -250,15 +250,6 @@ def generation_result(request: HttpRequest, generation_id: int) -> HttpResponse:
 
 
 @require_POST
-def cancel(request: HttpRequest, generation_id: int) -> HttpResponse:
-    generation = _own_generation(request, generation_id)
-    if not generation.is_terminal:
-        generation.cancel()
-    # The worker closes the stream and the socket brings the final state.
-    return HttpResponse(status=204)
-
-
-@require_POST
 def save(request: HttpRequest, generation_id: int) -> HttpResponse:
     generation = _own_generation(request, generation_id)
     if not generation.is_terminal:

@@ -236,7 +236,15 @@ def inspect(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def result(request: HttpRequest, generation_id: int) -> HttpResponse:
-    generation = _owned(request, generation_id)
+    """A scoring's permalink (History links here)."""
+    return render_result(request, _owned(request, generation_id))
+
+
+def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
+    """The page with this scoring's result (also completions.registry's hook for
+    "inspect": the door's result view has checked the owner)."""
+    if not generation.target or "mode" not in generation.target:
+        raise Http404("not an Inspect result")
     context = _forms(None, generation.target.get("tab", "score"))
     context.update(_result_context(generation))
     return render(request, PAGE, context)

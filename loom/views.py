@@ -428,11 +428,9 @@ def generate(request, tree_id: int, node_id: int):
     return render(request, "loom/tree.html#generation", ctx, status=INVALID)
 
 
-@require_GET
-def generation_result(request, generation_id: int):
-    from completions.models import Generation
-
-    g = get_object_or_404(Generation, pk=generation_id, owner=request.user, kind=gen.KIND)
+def render_result(request, g):
+    """A finished generation's children (completions.registry's hook for the Loom's
+    kind; the door's result view has checked the owner)."""
     made = gen.materialize(g)
     g.refresh_from_db()
     target = g.target or {}

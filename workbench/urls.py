@@ -9,7 +9,6 @@ urlpatterns = [
     path("workbench/run/", views.run, name="wb_run"),
     path("workbench/code/", views.view_code, name="wb_code"),
     path("workbench/loom/", views.open_in_loom, name="wb_loom"),
-    path("workbench/generations/<int:generation_id>/result/", views.generation_result, name="wb_result"),
     path("workbench/generations/<int:generation_id>/save/", views.save, name="wb_save"),
     path("workbench/presets/", views.preset_save, name="wb_preset_save"),
     path("workbench/presets/<int:preset_id>/", views.preset_load, name="wb_preset_load"),

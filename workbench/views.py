@@ -131,10 +131,6 @@ def result_context(request: HttpRequest, generation: Generation) -> dict[str, An
     }
 
 
-def result_url(generation: Generation) -> str:
-    return reverse("wb_result", args=[generation.pk])
-
-
 # --------------------------------------------------------------------------- the page
 
 
@@ -241,11 +237,9 @@ def view_code(request: HttpRequest) -> HttpResponse:
 # --------------------------------------------------------------------------- a generation
 
 
-@require_GET
-def generation_result(request: HttpRequest, generation_id: int) -> HttpResponse:
-    """The saved result of a run: what the door's final fragment loads in place of the
-    streamed text."""
-    generation = _own_generation(request, generation_id).check_alive()
+def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
+    """The saved result of a run (completions.registry's hook for "workbench"): what
+    the door's final fragment loads in place of the streamed text."""
     return render(request, f"{RESULTS}#result", result_context(request, generation))
 
 

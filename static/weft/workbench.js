@@ -1,5 +1,6 @@
-// Workbench behaviours: keyboard run, monospace toggle, copy and "branch from here". Model-written text is only ever set with textContent or
-// .value; the server renders every token span (escaped).
+// Workbench behaviours: keyboard run, monospace toggle, copy and "branch from here".
+// Model-written text is only ever set with textContent or .value; the server renders
+// every token chip (escaped) and static/weft/tokens.js owns the popover.
 (() => {
   "use strict";
   const $ = (sel, root = document) => root.querySelector(sel);

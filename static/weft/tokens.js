@@ -185,7 +185,7 @@
   });
   document.addEventListener("keydown", (e) => {
     const tok = chipOf(e.target);
-    if (!tok) return;
+    if (!tok || e.ctrlKey || e.metaKey || e.altKey) return; // Ctrl+Enter still runs
     if (e.key === "Enter" || e.key === " " || (e.key === "ArrowDown" && chip === tok)) {
       e.preventDefault();
       e.stopPropagation();

@@ -34,7 +34,7 @@ class GenerationConsumer(OwnerConsumer):
         if generation.state == Generation.State.RUNNING:
             # Catch up with what streamed before this socket joined.
             parts += [
-                choice_fragment(generation.pk, i, c.get("text", ""))
+                choice_fragment(generation.pk, i, c.get("text", ""), c.get("logprobs"))
                 for i, c in enumerate(generation.choices)
             ]
         if generation.is_terminal:

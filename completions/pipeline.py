@@ -482,8 +482,7 @@ def execute(generation_id: int) -> None:
                     for chunk in chunks:
                         for choice in chunk.get("choices") or []:
                             index, text = acc.add(choice)
-                            if text:
-                                publisher.token(index, text)
+                            publisher.token(index, text, choice.get("logprobs"))
                         if chunk.get("usage"):
                             acc.usage = chunk["usage"]
                         if checkpointer.cancelled.is_set() or checkpointer.lost.is_set():

@@ -16,19 +16,21 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.template.loader import render_to_string
 from django.utils.html import format_html
+
+from completions.models import Generation
+from core.tokens import LiveChips, chip_dicts, chips_for, chips_from_dicts, chips_html
 
 log = logging.getLogger(__name__)
 
-STATE_LABELS = {
-    "queued": "Queued",
-    "running": "Running",
-    "done": "Done",
-    "cancelled": "Cancelled",
-    "refused": "Refused",
-    "failed": "Failed",
-    "interrupted": "Interrupted",
-}
+
+def state_label(state: str) -> str:
+    """The one table of state labels: Generation.State's."""
+    try:
+        return str(Generation.State(state).label)
+    except ValueError:
+        return state
 
 
 def group_name(generation_id: int) -> str:
@@ -86,6 +88,8 @@ class GroupPublisher:
         self.woken = False
         self.wake_event: asyncio.Event | None = None
         self.done: Future = asyncio.run_coroutine_threadsafe(self._drain(), self.loop)
+        # Per choice, when the stream carries logprobs: tokens waiting to align with text.
+        self.live: dict[int, LiveChips] = {}
 
     def _put(self, item: Any) -> None:
         self.pending.append(item)
@@ -101,14 +105,25 @@ class GroupPublisher:
         if self.wake_event is not None:
             self.wake_event.set()
 
-    def token(self, index: int, text: str) -> None:
-        self._put((index, text))
+    def token(self, index: int, text: str, logprobs: dict[str, Any] | None = None) -> None:
+        """Text of one chunk; with its logprobs the page gets coloured token chips
+        (the same markup as the saved result's), else plain text."""
+        if not logprobs and index not in self.live:
+            if text:
+                self._put((index, text))
+            return
+        chips = self.live.setdefault(index, LiveChips()).feed(text, logprobs)
+        if chips:
+            self._put((index, None, chip_dicts(chips)))
 
     def send(self, message: dict[str, Any]) -> None:
         self._put(message)
 
     def close(self, timeout: float = 5.0) -> None:
         """Flush what is queued, then stop."""
+        for index, live in self.live.items():
+            if chips := live.flush():
+                self._put((index, None, chip_dicts(chips)))
         self._put(_CLOSE)
         try:
             self.done.result(timeout)
@@ -158,38 +173,44 @@ class GroupPublisher:
 
 
 def tokens_fragment(generation_id: int, items: list[list[Any]]) -> str:
+    """Items are [index, text] (plain text) or [index, None, chips] (core.tokens chips)."""
     return "".join(
         format_html(
             '<span hx-swap-oob="beforeend:#gen-{}-choice-{}">{}</span>',
             generation_id,
-            int(index),
-            text,
+            int(item[0]),
+            item[1] if len(item) < 3 else chips_html(chips_from_dicts(item[2])),
         )
-        for index, text in items
+        for item in items
     )
 
 
-def choice_fragment(generation_id: int, index: int, text: str) -> str:
+def choice_fragment(
+    generation_id: int, index: int, text: str, logprobs: dict[str, Any] | None = None
+) -> str:
     """Replace a choice's streamed text (used when a socket connects mid-run)."""
+    chips = chips_for(text, logprobs)
     return format_html(
-        '<span hx-swap-oob="innerHTML:#gen-{}-choice-{}">{}</span>', generation_id, index, text
+        '<span hx-swap-oob="innerHTML:#gen-{}-choice-{}">{}</span>',
+        generation_id,
+        index,
+        text if chips is None else chips_html(chips),
     )
 
 
 def state_fragment(
     generation_id: int, state: str, error_code: str = "", request_id: str = ""
 ) -> str:
-    detail = ""
-    if error_code:
-        detail = format_html(' <span class="muted">{}</span>', error_code)
-    if request_id and state in ("failed", "refused"):
-        detail += format_html(' <span class="muted">request {}</span>', request_id)
-    return format_html(
-        '<span id="gen-{}-state" class="gen-state state-{}" hx-swap-oob="true">{}{}</span>',
-        generation_id,
-        state,
-        STATE_LABELS.get(state, state),
-        detail,
+    return render_to_string(
+        "completions/_live.html#state",
+        {
+            "generation_id": generation_id,
+            "state": state,
+            "label": state_label(state),
+            "error_code": error_code,
+            "request_id": request_id if state in ("failed", "refused") else "",
+            "oob": True,
+        },
     )
 
 

@@ -1,9 +1,10 @@
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from completions import budget
 from completions.models import Generation
+from completions.registry import render_result
 
 
 def usage(request):
@@ -25,17 +26,19 @@ def _own_generation(request, generation_id: int) -> Generation:
     return get_object_or_404(Generation, pk=generation_id, owner=request.user)
 
 
+@require_GET
 def generation_result(request, generation_id: int):
-    """The saved result of a generation, the default target of the final fragment."""
+    """The saved result of a generation, what every page's final fragment loads: the
+    generation's kind renders it (completions.registry)."""
     generation = _own_generation(request, generation_id).check_alive()
-    return render(request, "completions/_result.html", {"generation": generation})
+    return render_result(request, generation)
 
 
 @require_POST
 def generation_cancel(request, generation_id: int):
+    """The one Cancel of every page (completions/_live.html#cancel). The worker
+    closes the stream and keeps the text so far; the socket brings the final state."""
     generation = _own_generation(request, generation_id)
     if not generation.is_terminal:
         generation.cancel()
-    if request.htmx:
-        return render(request, "completions/_result.html", {"generation": generation})
     return HttpResponse(status=204)

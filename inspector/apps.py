@@ -6,8 +6,7 @@ class InspectorConfig(AppConfig):
     verbose_name = "Inspect"
 
     def ready(self) -> None:
-        from completions.registry import register_result_url
-        from inspector.views import result_url
+        from completions.registry import register_result
+        from inspector.views import render_result
 
-        # History and the live-update consumer link an "inspect" generation here.
-        register_result_url("inspect", result_url)
+        register_result("inspect", render_result)

@@ -354,21 +354,9 @@ def summarise(rows: list[TokenRow]) -> Summary:
 # Each mode maps a token to a small bucket number; CSS owns the colours and the page's
 # JS only switches which mode's classes are visible.
 
-PROB_EDGES = (0.5, 0.1, 0.01, 1e-3, 1e-4)  # log scale: each bucket ~10x less likely
 RANK_EDGES = (10, 100, 1000)  # GLTR's buckets: top-10 / top-100 / top-1000 / rest
 REL_EDGES = (0.0, -1.0, -2.5, -5.0, -10.0)  # nats below the top-1 token
 DELTA_EDGES = (-2.0, -0.5, 0.5, 2.0)  # Δ logprob (B - A), nats
-
-
-def prob_bucket(logprob: float | None) -> int | None:
-    """0 (p ≥ 0.5) … 5 (p < 1e-4)."""
-    if logprob is None:
-        return None
-    p = math.exp(logprob)
-    for bucket, edge in enumerate(PROB_EDGES):
-        if p >= edge:
-            return bucket
-    return len(PROB_EDGES)
 
 
 def rank_bucket(rank: int | None) -> int | None:

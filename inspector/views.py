@@ -24,6 +24,7 @@ from completions.errors import BackendError
 from completions.models import Generation
 from completions.pipeline import run_now
 from completions.schema import ParamsInvalid
+from core.tokens import LEGEND, Chip, chips_html, probability
 from inspector import fullvocab, scoring, tokens
 from inspector.forms import ChoicesForm, CompareForm, SaveForm, ScoreForm
 from loom.forms import first_error
@@ -135,20 +136,41 @@ def _rows(data: list[dict[str, Any]]) -> list[scoring.TokenRow]:
 
 
 def _chip(row: scoring.TokenRow) -> dict[str, Any]:
-    """What a chip needs: the row plus its bucket in each colour mode."""
-    return {
-        "row": row,
-        "shown": scoring.visible_text(row.text) if row.text else "",
-        "p": scoring.prob_bucket(row.logprob),
-        "r": scoring.rank_bucket(row.rank),
-        "rel": scoring.rel_bucket(row.delta_top1),
-        "rank_label": scoring.rank_bucket_label(scoring.rank_bucket(row.rank)),
-        "top": [
-            {"alt": a, "shown": scoring.visible_text(a.text), "actual": a.id == row.id}
-            for a in row.top
-        ],
-        "actual_outside": row.logprob is not None and not row.in_top,
-    }
+    """A row for the token table, and its chip for the shared token view
+    (core/tokens.py): the probability scale there, Inspect's other colour modes
+    (rank, relative to top-1) as extra classes."""
+    shown = scoring.visible_text(row.text) if row.text else ""
+    rank = scoring.rank_bucket(row.rank)
+    rel = scoring.rel_bucket(row.delta_top1)
+    top = [(a.text, probability(a.logprob) or 0.0, a.id == row.id) for a in row.top]
+    if row.logprob is not None and not row.in_top:
+        top.append((row.text, probability(row.logprob) or 0.0, True))  # outside the top k
+    if row.scored:
+        info = f"id {row.id} · rank {row.rank} ({scoring.rank_bucket_label(rank)}) · {row.bits:.2f} bits"
+        if row.entropy_bits is not None:
+            info += f" · entropy {row.entropy_bits:.2f} bits"
+    else:
+        info = f"id {'?' if row.id is None else row.id} · first position: nothing predicts it"
+    classes = f"r{'x' if rank is None else rank} q{'x' if rel is None else rel}"
+    if row.special:
+        classes += " special"
+    if not row.scored:
+        classes += " first"
+    chip = Chip(
+        "BOS" if row.special and not shown else shown,
+        row.logprob,
+        index=row.position,
+        alternatives=top,
+        info=info,
+        classes=classes,
+        attrs={
+            "pos": str(row.position),
+            "id": "" if row.id is None else str(row.id),
+            "logprob": "" if row.logprob is None else repr(row.logprob),
+            "rank": "" if row.rank is None else str(row.rank),
+        },
+    )
+    return {"row": row, "shown": shown, "chip": chip}
 
 
 def _result_context(generation: Generation) -> dict[str, Any]:
@@ -165,8 +187,11 @@ def result_context(target: dict[str, Any]) -> dict[str, Any]:
     context: dict[str, Any] = {"target": target, "mode": target["mode"]}
     if target["mode"] == "score":
         rows = _rows(target["rows"])
+        chips = [_chip(r) for r in rows]
         context.update(
-            chips=[_chip(r) for r in rows],
+            chips=chips,
+            chips_html=chips_html([c["chip"] for c in chips]),
+            token_legend=LEGEND,
             summary=scoring.summarise(rows),
             chart=scoring.surprisal_chart(rows),
         )
@@ -211,7 +236,15 @@ def inspect(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def result(request: HttpRequest, generation_id: int) -> HttpResponse:
-    generation = _owned(request, generation_id)
+    """A scoring's permalink (History links here)."""
+    return render_result(request, _owned(request, generation_id))
+
+
+def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
+    """The page with this scoring's result (also completions.registry's hook for
+    "inspect": the door's result view has checked the owner)."""
+    if not generation.target or "mode" not in generation.target:
+        raise Http404("not an Inspect result")
     context = _forms(None, generation.target.get("tab", "score"))
     context.update(_result_context(generation))
     return render(request, PAGE, context)

@@ -5,11 +5,10 @@ class LoomConfig(AppConfig):
     name = "loom"
 
     def ready(self) -> None:
-        from django.urls import reverse
-
-        from completions.registry import register_result_url
+        from completions.registry import register_result
         from completions.signals import generation_finished
         from loom.generation import KIND, on_generation_finished
+        from loom.views import render_result
 
         generation_finished.connect(on_generation_finished, dispatch_uid="loom-generation-finished")
-        register_result_url(KIND, lambda g: reverse("loom:generation_result", args=[g.pk]))
+        register_result(KIND, render_result)

@@ -1,17 +1,18 @@
 """What the reading view shows for one node: the path, the neighbourhood and
-the current node's tokens. Kept apart from the views so the benchmark can
+every model-written segment's tokens (core/tokens.py). Kept apart from the views so the benchmark can
 time exactly what a page open costs."""
 
 from __future__ import annotations
 
 import html
-import math
 from typing import Any
 
 from django.db.models import Q
 from django.db.models.functions import Left
+from django.urls import reverse
 from django.utils.safestring import SafeString
 
+from core.tokens import LEGEND, chips_for, chips_html
 from loom.formats import exporters
 from loom.generation import PARAM_FIELDS, effective_settings
 from loom.models import Node, Tree
@@ -61,7 +62,7 @@ def reader_context(
     last_child = max(visited, key=lambda c: c.visited_at) if visited else None
     ctx.update(
         {
-            **path_context(segments),
+            **path_context(segments, tree.pk),
             "truncated": truncated,
             "depth": f"{len(segments)}+" if truncated else len(segments) - 1,  # at least
             "ancestors": segments[-OUTLINE_ANCESTORS - 1 : -1],
@@ -75,7 +76,7 @@ def reader_context(
                 "root": root_id,
             },
             "archived_count": archived_count(node),
-            "tokens": token_view(node),
+            "token_legend": LEGEND,
             "last_undo": tree.undo_log.order_by("-id").values_list("label", flat=True).first(),
             "settings": (settings := effective_settings(tree)),
             "param_fields": [(f, settings.get(f, "")) for f in PARAM_FIELDS],
@@ -93,58 +94,49 @@ def archived_count(node: Node) -> int:
     return Node.objects.filter(near, archived=True).exclude(pk=node.pk).count()
 
 
-def path_context(segments) -> dict[str, Any]:
-    return {"current_segment": segments[-1], "path_before": path_html(segments[:-1])}
+def path_context(segments, tree_id: int) -> dict[str, Any]:
+    """The path as spans; every model-written segment with logprobs as token chips."""
+    model_ids = [s.id for s in segments if s.author == "model"]
+    logprobs = (
+        dict(
+            Node.objects.filter(pk__in=model_ids, logprobs__isnull=False).values_list(
+                "id", "logprobs"
+            )
+        )
+        if model_ids
+        else {}
+    )
+    return {
+        "current_segment": segments[-1],
+        "path_before": path_html(segments[:-1], logprobs, tree_id),
+        "current_html": path_html(segments[-1:], logprobs, tree_id, current=True),
+    }
 
 
-def path_html(segments) -> SafeString:
-    """The segments before the current one as spans. Built here rather than in
-    a template loop, which costs ~60 µs a segment (600 ms for a 10,000-deep
-    path). Every text goes through html.escape first; only the spans around it
-    are ours."""
+def path_html(
+    segments, logprobs: dict[int, Any], tree_id: int, *, current: bool = False
+) -> SafeString:
+    """Segments as spans. Built here rather than in a template loop, which costs
+    ~60 µs a segment (600 ms for a 10,000-deep path). Every text goes through
+    html.escape (here or in core.tokens.chip_html); only the spans around it are ours."""
     parts = []
     for s in segments:
         cls = "seg model" if s.author == "model" else "seg human"
+        if current:
+            cls += " current"
         if s.bookmarked:
             cls += " bm"
-        parts.append(f'<span class="{cls}" data-id="{int(s.id)}">{html.escape(s.text)}</span>')
+        chips = chips_for(s.text, logprobs.get(s.id)) if s.author == "model" else None
+        attrs = f'class="{cls}" data-id="{int(s.id)}"'
+        if current:
+            attrs += ' id="current-seg"'
+        if chips is None:
+            parts.append(f"<span {attrs}>{html.escape(s.text)}</span>")
+            continue
+        # A click on an alternative makes a sibling of that segment's node.
+        branch = reverse("loom:action", args=[tree_id, s.id, "alternative"])
+        parts.append(
+            f'<span {attrs} data-branch="loom" data-branch-url="{html.escape(branch)}">'
+            f"{chips_html(chips)}</span>"
+        )
     return SafeString("".join(parts))
-
-
-def token_view(node: Node) -> list[dict] | None:
-    """Tokens of a model node with probability and alternatives, or None when
-    there are no logprobs or they no longer match the text (after an edit)."""
-    lp = node.logprobs
-    if not node.is_model or not isinstance(lp, dict):
-        return None
-    tokens = lp.get("tokens") or []
-    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-        return None  # stored by an older import that did not check the shape
-    if not tokens or "".join(tokens) != node.text:
-        return None
-    logps = lp.get("token_logprobs") if isinstance(lp.get("token_logprobs"), list) else []
-    tops = lp.get("top_logprobs") if isinstance(lp.get("top_logprobs"), list) else []
-    out = []
-    for i, tok in enumerate(tokens):
-        p = _prob(logps[i] if i < len(logps) else None)
-        alts = (
-            sorted(((t, _prob(v)) for t, v in (tops[i] or {}).items()), key=lambda a: -a[1])
-            if i < len(tops) and isinstance(tops[i], dict)
-            else []
-        )
-        out.append(
-            {
-                "i": i,
-                "text": tok,
-                "p": p,
-                "band": min(4, int(p * 5)),
-                "alts": [{"token": t, "p": q, "chosen": t == tok} for t, q in alts],
-            }
-        )
-    return out
-
-
-def _prob(logprob) -> float:
-    if not isinstance(logprob, int | float) or logprob <= -9999:
-        return 0.0
-    return math.exp(min(0.0, logprob))

@@ -7,9 +7,6 @@ urlpatterns = [
     path("", views.trees, name="trees"),
     path("import/", views.tree_import, name="import"),
     path("recover/", views.recover, name="recover"),
-    path(
-        "generations/<int:generation_id>/result/", views.generation_result, name="generation_result"
-    ),
     path("<int:tree_id>/", views.tree_open, name="tree"),
     path("<int:tree_id>/rename/", views.tree_rename, name="rename"),
     path("<int:tree_id>/duplicate/", views.tree_duplicate, name="duplicate"),

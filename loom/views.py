@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from core.tokens import text_before
 from loom import generation as gen
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
@@ -25,7 +26,7 @@ from loom.forms import (
     first_error,
 )
 from loom.models import LoomError, Node, Tree
-from loom.reading import path_context, reader_context, token_view
+from loom.reading import path_context, reader_context
 
 # Refusals render a fragment that says why; loom pages tell htmx to swap 422s
 # (its default leaves 4xx responses unswapped, so the message would never show).
@@ -195,8 +196,8 @@ def node_path(request, tree_id: int, node_id: int):
     """The whole path text, for a node deeper than the reading view's window."""
     tree = owned_tree(request, tree_id)
     node = owned_node(tree, node_id)
-    ctx = {"tree": tree, "node": node, "tokens": token_view(node), "truncated": False}
-    ctx.update(path_context(Node.objects.path_to(node)))
+    ctx = {"tree": tree, "node": node, "truncated": False}
+    ctx.update(path_context(Node.objects.path_to(node), tree.pk))
     return render(request, "loom/tree.html#path", ctx)
 
 
@@ -272,15 +273,17 @@ def _alternative(node: Node, post) -> Node:
     """A sibling whose text is this node's tokens up to position i, then the
     chosen alternative token: ready to generate from."""
     lp = node.logprobs or {}
-    tokens = lp.get("tokens") or []
     i = _int(post.get("index"), "index")
     token = post.get("token", "")
     tops = lp.get("top_logprobs") or []
-    if not 0 <= i < len(tokens) or i >= len(tops) or token not in (tops[i] or {}):
+    # The text before token i as the token view aligned it (whole characters, not
+    # the "�" pieces of byte-level tokens).
+    before = text_before(node.text, lp, i)
+    if before is None or i >= len(tops) or token not in (tops[i] or {}):
         raise LoomError("That alternative is not one of this token's alternatives.")
     if node.parent_id is None:
         raise LoomError("The root has no siblings.")
-    text = "".join(tokens[:i]) + token
+    text = before + token
     parent = Node.objects.get(pk=node.parent_id)
     return parent.add_child(
         text, author=node.author, checkpoint=node.checkpoint, request_id=node.request_id
@@ -439,11 +442,9 @@ def generate(request, tree_id: int, node_id: int):
     return render(request, "loom/tree.html#generation", ctx, status=INVALID)
 
 
-@require_GET
-def generation_result(request, generation_id: int):
-    from completions.models import Generation
-
-    g = get_object_or_404(Generation, pk=generation_id, owner=request.user, kind=gen.KIND)
+def render_result(request, g):
+    """A finished generation's children (completions.registry's hook for the Loom's
+    kind; the door's result view has checked the owner)."""
     made = gen.materialize(g)
     g.refresh_from_db()
     target = g.target or {}

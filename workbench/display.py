@@ -1,34 +1,22 @@
 """What the samples grid and the token view show, computed once in Python so the
 templates stay simple: per-sample stats, where each sample leaves the others, and
-per-token probability colouring with its top-k alternatives.
+the token view (core/tokens.py, shared with the Loom and Inspect).
 
 Nothing here marks text safe: templates escape every string at render time.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.safestring import SafeString
+
+from core.tokens import LEGEND, Chip, chips_for, chips_html
 from workbench.models import logprob_stats
 
-# Probability colours on a log scale: bin = floor(-2·log10 p), so each bin spans half a
-# decade (p ≥ .32, ≥ .1, ≥ .032, ≥ .01, …); the last bin holds everything rarer.
-BINS = 8
-# (bin, label): bin b holds p >= 10^-(b+1)/2; the last bin everything rarer.
-LEGEND = [(b, f"≥ {10 ** (-(b + 1) / 2):.2g}") for b in range(BINS - 1)] + [
-    (BINS - 1, f"< {10 ** (-(BINS - 1) / 2):.2g}")
-]
-
-
-def prob_bin(logprob: float | None) -> int | None:
-    if logprob is None:
-        return None
-    if logprob >= 0:
-        return 0
-    return min(BINS - 1, int(math.floor(-2 * logprob / math.log(10))))
+__all__ = ["LEGEND", "SampleView", "divergence_points", "run_choices", "sample_views"]
 
 
 def divergence_points(texts: list[str]) -> list[int | None]:
@@ -56,22 +44,6 @@ def _common_prefix(a: str, b: str) -> str:
 
 
 @dataclass
-class Token:
-    text: str  # what is shown: exactly the sample's text for this token when aligned
-    logprob: float | None
-    bin: int | None
-    in_text: bool  # False for pieces not in the text (BOS, byte fallbacks)
-    start: int  # character offset in the sample's text
-    alternatives: str = "[]"  # JSON [[token, probability, sampled?], ...] for the popover
-    coverage: float | None = None
-    diverges: bool = False
-
-    @property
-    def prob(self) -> float | None:
-        return None if self.logprob is None else math.exp(self.logprob)
-
-
-@dataclass
 class SampleView:
     index: int
     text: str
@@ -80,45 +52,17 @@ class SampleView:
     token_count: int | None
     mean_logprob: float | None
     diverge_at: int | None
-    tokens: list[Token] | None = None
+    tokens: list[Chip] | None = None
     head: str = field(default="")  # text before the divergence point
     tail: str = field(default="")
 
     @property
+    def tokens_html(self) -> SafeString:
+        return chips_html(self.tokens or [])
+
+    @property
     def perplexity(self) -> float | None:
         return None if self.mean_logprob is None else math.exp(-self.mean_logprob)
-
-
-def tokens_for(text: str, logprobs: dict | None, diverge_at: int | None) -> list[Token] | None:
-    """Align the logprobs' token pieces with the sample text. A piece found at the
-    current position is shown as that slice of the text; one that is not (BOS, a byte
-    fallback like <0x0A>) is shown but marked not-in-text so branching skips it."""
-    if not logprobs or not logprobs.get("tokens"):
-        return None
-    pieces = logprobs.get("tokens") or []
-    lps = logprobs.get("token_logprobs") or []
-    tops = logprobs.get("top_logprobs") or []
-    tokens: list[Token] = []
-    pos = 0
-    marked = False
-    for i, piece in enumerate(pieces):
-        piece = piece if isinstance(piece, str) else str(piece)
-        lp = lps[i] if i < len(lps) and isinstance(lps[i], int | float) else None
-        in_text = bool(piece) and text.startswith(piece, pos)
-        token = Token(piece, lp, prob_bin(lp), in_text, pos)
-        if in_text:
-            pos += len(piece)
-        top = tops[i] if i < len(tops) and isinstance(tops[i], dict) else None
-        if top:
-            ranked = sorted(top.items(), key=lambda kv: kv[1], reverse=True)
-            token.alternatives = json.dumps(
-                [[tok, round(math.exp(v), 6), tok == piece] for tok, v in ranked]
-            )
-            token.coverage = sum(math.exp(v) for _, v in ranked)
-        if diverge_at is not None and not marked and in_text and pos > diverge_at:
-            token.diverges = marked = True
-        tokens.append(token)
-    return tokens
 
 
 def sample_views(choices: list[dict[str, Any]], *, usage: dict | None = None) -> list[SampleView]:
@@ -141,7 +85,7 @@ def sample_views(choices: list[dict[str, Any]], *, usage: dict | None = None) ->
             token_count=count,
             mean_logprob=mean,
             diverge_at=point,
-            tokens=tokens_for(text, choice.get("logprobs"), point),
+            tokens=chips_for(text, choice.get("logprobs"), diverge_at=point),
         )
         if point is not None:
             view.head, view.tail = text[:point], text[point:]

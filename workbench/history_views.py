@@ -81,7 +81,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "prompt": run.params.get("prompt") if isinstance(run.params.get("prompt"), str) else "",
         "echo": bool(run.params.get("echo")),
         "settings": {k: v for k, v in run.params.items() if k != "prompt"},
-        "legend": LEGEND,
+        "token_legend": LEGEND,
         "loom": loom_available(),
         # "Branch from here" on this page opens the Workbench with this run's settings.
         "workbench_url": f"{reverse('workbench')}?run={run.pk}",

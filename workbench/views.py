@@ -126,13 +126,9 @@ def result_context(request: HttpRequest, generation: Generation) -> dict[str, An
         "echo": bool(body.get("echo")),
         "saved_run": saved,
         "budget": _budget(request),
-        "legend": LEGEND,
+        "token_legend": LEGEND,
         "loom": loom_available(),
     }
-
-
-def result_url(generation: Generation) -> str:
-    return reverse("wb_result", args=[generation.pk])
 
 
 # --------------------------------------------------------------------------- the page
@@ -161,7 +157,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "budget": _budget(request),
         "recoverable": Generation.objects.recoverable(request.user).filter(kind__in=KINDS).count(),
         "loom": loom_available(),
-        "legend": LEGEND,
+        "token_legend": LEGEND,
     }
     if generation is not None:
         context.update(live_context(request, generation))
@@ -244,21 +240,10 @@ def view_code(request: HttpRequest) -> HttpResponse:
 # --------------------------------------------------------------------------- a generation
 
 
-@require_GET
-def generation_result(request: HttpRequest, generation_id: int) -> HttpResponse:
-    """The saved result of a run: what the door's final fragment loads in place of the
-    streamed text."""
-    generation = _own_generation(request, generation_id).check_alive()
+def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
+    """The saved result of a run (completions.registry's hook for "workbench"): what
+    the door's final fragment loads in place of the streamed text."""
     return render(request, f"{RESULTS}#result", result_context(request, generation))
-
-
-@require_POST
-def cancel(request: HttpRequest, generation_id: int) -> HttpResponse:
-    generation = _own_generation(request, generation_id)
-    if not generation.is_terminal:
-        generation.cancel()
-    # The worker closes the stream and the socket brings the final state.
-    return HttpResponse(status=204)
 
 
 @require_POST

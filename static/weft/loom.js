@@ -83,12 +83,20 @@
       return;
     }
     // Segments of the path and outline links navigate in place.
-    if (t.closest(".alts")) return;
+    if (t.closest(".seg.current .tok[data-alts]")) return;
     const link = t.closest("a.go, .seg[data-id]");
     if (link && reader() && !ev.ctrlKey && !ev.metaKey && !ev.shiftKey) {
       ev.preventDefault();
       go(link.dataset.id);
     }
+  });
+
+  // An alternative picked in the token popover (static/weft/tokens.js): a sibling of
+  // that segment's node, with the text up to the token and then the alternative.
+  document.addEventListener("weft:branch", (ev) => {
+    const seg = ev.detail.chip.closest("[data-branch-url]");
+    if (!seg || !reader()) return;
+    swapReader("POST", seg.dataset.branchUrl, { index: ev.detail.index, token: ev.detail.alt });
   });
 
   // Dialogs live inside the reader; a swap replaces them, so close first.

@@ -1,6 +1,6 @@
-// Workbench behaviours: keyboard run, monospace toggle, copy, the token popover and
-// "branch from here". Model-written text is only ever set with textContent or
-// .value; the server renders every token span (escaped).
+// Workbench behaviours: keyboard run, monospace toggle, copy and "branch from here".
+// Model-written text is only ever set with textContent or .value; the server renders
+// every token chip (escaped) and static/weft/tokens.js owns the popover.
 (() => {
   "use strict";
   const $ = (sel, root = document) => root.querySelector(sel);
@@ -65,10 +65,6 @@
       t.closest(".run").remove();
     } else if (t.closest("[data-loom-from-editor]")) {
       openInLoom(editor().value);
-    } else if (t.closest(".tok-pop .alt")) {
-      branch(t.closest(".tok-pop .alt"), false);
-    } else if (t.closest(".tok-pop .to-loom")) {
-      branch(t.closest(".tok-pop .to-loom"), true);
     }
   });
 
@@ -79,125 +75,28 @@
     form.submit();
   }
 
-  // --- token popover -----------------------------------------------------------
-  let pop = null;
-  let popToken = null;
-  let hideTimer = null;
-
-  function pct(p) {
-    return p >= 0.995 ? "100%" : p >= 0.001 ? (p * 100).toFixed(1) + "%" : p.toExponential(1);
-  }
-
-  function showPop(tok) {
-    if (popToken === tok) return;
-    hidePop();
-    const alts = JSON.parse(tok.dataset.alts || "[]");
-    const lp = parseFloat(tok.dataset.lp);
-    pop = document.createElement("div");
-    pop.className = "tok-pop";
-    pop.setAttribute("role", "dialog");
-    pop.setAttribute("aria-label", "Alternatives for this token");
-    const head = document.createElement("div");
-    head.className = "pop-head";
-    head.textContent = `${JSON.stringify(tok.textContent)}  p = ${pct(Math.exp(lp))}  logprob ${lp.toFixed(3)}`;
-    pop.append(head);
-    const list = document.createElement("ol");
-    for (const [text, p, sampled] of alts) {
-      const li = document.createElement("li");
-      const b = document.createElement("button");
-      b.type = "button";
-      b.className = "alt" + (sampled ? " sampled" : "");
-      b.dataset.alt = text;
-      b.title = sampled ? "the sampled token" : "branch: put prompt + text so far + this token in the editor";
-      const label = document.createElement("span");
-      label.className = "alt-text";
-      label.textContent = JSON.stringify(text);
-      const prob = document.createElement("span");
-      prob.className = "alt-p";
-      prob.textContent = pct(p);
-      const bar = document.createElement("span");
-      bar.className = "alt-bar";
-      bar.style.width = `${Math.max(1, Math.round(p * 100))}%`;
-      b.append(label, prob, bar);
-      li.append(b);
-      list.append(li);
-    }
-    pop.append(list);
-    const foot = document.createElement("div");
-    foot.className = "pop-foot";
-    const cov = parseFloat(tok.dataset.cov);
-    foot.textContent = `shown alternatives cover ${pct(isNaN(cov) ? 0 : cov)} · click one to branch`;
-    pop.append(foot);
-    if ($("#loom-form")) {
-      const loom = document.createElement("button");
-      loom.type = "button";
-      loom.className = "to-loom linkish";
-      loom.textContent = "Open text up to here in the Loom as a new tree";
-      pop.append(loom);
-    }
-    pop.addEventListener("mouseenter", () => clearTimeout(hideTimer));
-    pop.addEventListener("mouseleave", scheduleHide);
-    pop.addEventListener("keydown", (e) => {
-      if (e.key === "Escape") { const t = popToken; hidePop(); t.focus(); }
-    });
-    pop.addEventListener("focusout", (e) => {
-      if (!pop || pop.contains(e.relatedTarget) || e.relatedTarget === popToken) return;
-      hidePop();
-    });
-    // Right after the token, so Tab from the token walks into the alternatives.
-    tok.after(pop);
-    popToken = tok;
-    tok.classList.add("active");
-    const sample = tok.closest(".sample");
-    const box = sample.getBoundingClientRect();
-    const r = tok.getBoundingClientRect();
-    pop.style.left = `${Math.max(0, Math.min(r.left - box.left, box.width - 260))}px`;
-    pop.style.top = `${r.bottom - box.top + 4}px`;
-  }
-
-  function hidePop() {
-    clearTimeout(hideTimer);
-    // Cleared before remove(): removing a focused button fires focusout, which
-    // calls back in here.
-    const [p, t] = [pop, popToken];
-    pop = null;
-    popToken = null;
-    if (t) t.classList.remove("active");
-    if (p) p.remove();
-  }
-
-  function scheduleHide() {
-    clearTimeout(hideTimer);
-    hideTimer = setTimeout(hidePop, 250);
-  }
-
-  document.addEventListener("mouseover", (e) => {
-    const tok = e.target.closest && e.target.closest(".tok[data-alts]");
-    if (tok) { clearTimeout(hideTimer); showPop(tok); }
+  // The token popover is static/weft/tokens.js; here only what branching means on
+  // this page, and its extra "open in the Loom" button.
+  document.addEventListener("weft:popover", (e) => {
+    const { pop, chip } = e.detail;
+    if (!$("#loom-form") || !chip.closest(".samples[data-prompt]")) return;
+    const loom = document.createElement("button");
+    loom.type = "button";
+    loom.className = "pop-extra linkish";
+    loom.textContent = "Open text up to here in the Loom as a new tree";
+    loom.addEventListener("click", () => branch(chip, null));
+    pop.append(loom);
   });
-  document.addEventListener("mouseout", (e) => {
-    if (e.target.closest && e.target.closest(".tok[data-alts]")) scheduleHide();
-  });
-  document.addEventListener("focusin", (e) => {
-    const tok = e.target.closest && e.target.closest(".tok[data-alts]");
-    if (tok) showPop(tok);
-  });
-  document.addEventListener("keydown", (e) => {
-    const tok = e.target.closest && e.target.closest(".tok[data-alts]");
-    if (tok && (e.key === "ArrowDown" || e.key === "Enter") && pop) {
-      e.preventDefault();
-      const first = pop.querySelector(".alt");
-      if (first) first.focus();
-    } else if (tok && e.key === "Escape") {
-      hidePop();
-    }
+  document.addEventListener("weft:branch", (e) => {
+    if (e.detail.chip.closest(".samples[data-prompt]")) branch(e.detail.chip, e.detail.alt);
   });
 
   // Prompt + the sample's text before the token + the chosen alternative. The text
   // is the token spans' own text (pieces not in the text, like BOS, are skipped);
   // with echo the sample already starts with the prompt.
-  function branch(button, toLoom) {
-    const tok = popToken;
+  // `alt` null: the text up to and including this token, into the Loom.
+  function branch(tok, alt) {
+    const toLoom = alt === null;
     const pre = tok.closest(".tokens");
     const grid = tok.closest(".samples");
     let text = grid.dataset.echo ? "" : grid.dataset.prompt;
@@ -205,8 +104,7 @@
       if (span === tok) break;
       if (span.hasAttribute("data-in")) text += span.textContent;
     }
-    text += toLoom ? (tok.hasAttribute("data-in") ? tok.textContent : "") : button.dataset.alt;
-    hidePop();
+    text += toLoom ? (tok.hasAttribute("data-in") ? tok.textContent : "") : alt;
     if (toLoom) { openInLoom(text); return; }
     if (editor()) { setPrompt(text); return; }
     sessionStorage.setItem("weft.branch", text);

@@ -189,7 +189,7 @@ def kill_worker(stack: Stack, http: httpx.Client, generation_id: int) -> None:
     stack.worker.wait()
     time.sleep(2.5)  # past the stale limit
     # A page asking about a run whose worker stopped beating marks it interrupted.
-    assert http.get(f"/workbench/generations/{generation_id}/result/").status_code == 200
+    assert http.get(f"/generations/{generation_id}/result/").status_code == 200
 
 
 def stop_engine(stack: Stack, http, generation_id: int) -> None:

@@ -84,12 +84,17 @@ def test_it_refuses_someone_elses_generation(make_user):
     assert asyncio.run(scenario()) is False
 
 
-def test_it_uses_the_apps_registered_result_url(make_user):
+def test_it_renders_the_result_through_the_kinds_hook(make_user, client):
+    """Every final fragment loads the door's result view, which hands the generation
+    to the renderer its kind registered (and the default one for a kind without)."""
+    from django.http import HttpResponse
+
     from completions import registry
 
-    registry.register_result_url("loom", lambda g: f"/loom/generated/{g.pk}/")
+    registry.register_result("testkind", lambda request, g: HttpResponse(f"hook {g.pk}"))
     user = make_user()
-    generation = Generation.objects.create(owner=user, kind="loom", params={}, state="done")
+    generation = Generation.objects.create(owner=user, kind="testkind", params={}, state="done")
+    plain = Generation.objects.create(owner=user, kind="otherkind", params={}, state="done")
 
     async def scenario():
         ws = connect(user, generation.pk)
@@ -99,6 +104,15 @@ def test_it_uses_the_apps_registered_result_url(make_user):
         return hello
 
     try:
-        assert f'hx-get="/loom/generated/{generation.pk}/"' in asyncio.run(scenario())
+        assert f'hx-get="/generations/{generation.pk}/result/"' in asyncio.run(scenario())
+        client.force_login(user)
+        assert (
+            client.get(f"/generations/{generation.pk}/result/").content
+            == f"hook {generation.pk}".encode()
+        )
+        default = client.get(f"/generations/{plain.pk}/result/").content.decode()
+        assert f'id="gen-{plain.pk}-result"' in default
+        client.force_login(make_user())
+        assert client.get(f"/generations/{generation.pk}/result/").status_code == 404
     finally:
-        registry._RESULT_URLS.pop("loom", None)
+        registry.unregister_result("testkind")

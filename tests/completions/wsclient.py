@@ -6,8 +6,18 @@ import re
 
 import websockets
 
-TOKEN = re.compile(r'<span hx-swap-oob="beforeend:#gen-\d+-choice-(\d+)">(.*?)</span>', re.S)
-SNAPSHOT = re.compile(r'<span hx-swap-oob="innerHTML:#gen-\d+-choice-(\d+)">(.*?)</span>', re.S)
+# The body is plain text, or token chips (core/tokens.py) when the run has logprobs.
+_BODY = r'((?:<span class="tok[^>]*>[^<]*</span>)+|[^<]*)</span>'
+TOKEN = re.compile(r'<span hx-swap-oob="beforeend:#gen-\d+-choice-(\d+)">' + _BODY, re.S)
+SNAPSHOT = re.compile(r'<span hx-swap-oob="innerHTML:#gen-\d+-choice-(\d+)">' + _BODY, re.S)
+CHIP = re.compile(r'<span class="tok[^>]*>([^<]*)</span>')
+
+
+def pieces(body: str) -> list[str]:
+    """A fragment's text: one piece per chip, or the plain text as one piece."""
+    if body.startswith('<span class="tok'):
+        return [html.unescape(t) for t in CHIP.findall(body)]
+    return [html.unescape(body)]
 
 
 class Watcher:
@@ -21,10 +31,10 @@ class Watcher:
 
     def feed(self, message: str) -> None:
         self.messages.append(message)
-        for index, text in SNAPSHOT.findall(message):
-            self.snapshot[int(index)] = html.unescape(text)
-        for index, text in TOKEN.findall(message):
-            self.tokens.setdefault(int(index), []).append(html.unescape(text))
+        for index, body in SNAPSHOT.findall(message):
+            self.snapshot[int(index)] = "".join(pieces(body))
+        for index, body in TOKEN.findall(message):
+            self.tokens.setdefault(int(index), []).extend(pieces(body))
         if "-final" in message:
             self.final = True
 

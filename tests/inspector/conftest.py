@@ -51,7 +51,7 @@ def received(base: str, path: str = "/v1/completions") -> list[dict]:
 
 
 _CHIP = re.compile(
-    r'<span class="tok [^"]*"\s+tabindex="0" data-pos="(\d+)" data-id="(\d*)"\s+data-logprob="([^"]*)"'
+    r'<span class="tok [^"]*"[^>]*? data-pos="(\d+)" data-id="(\d*)" data-logprob="([^"]*)"'
 )
 
 

@@ -70,14 +70,6 @@ def test_it_computes_entropy_and_exact_rank_over_the_full_vocabulary():
 
 
 @pytest.mark.parametrize(
-    ("logprob", "bucket"),
-    [(math.log(0.9), 0), (math.log(0.2), 1), (math.log(0.05), 2), (math.log(2e-3), 3), (math.log(2e-4), 4), (-20.0, 5), (None, None)],
-)  # fmt: skip
-def test_it_buckets_probability_on_a_log_scale(logprob, bucket):
-    assert scoring.prob_bucket(logprob) == bucket
-
-
-@pytest.mark.parametrize(
     ("rank", "bucket"), [(1, 0), (10, 0), (11, 1), (100, 1), (1000, 2), (1001, 3)]
 )
 def test_it_buckets_ranks_like_gltr(rank, bucket):

@@ -42,12 +42,13 @@ def test_it_scores_and_exports_in_the_browser(inspect_web, make_user, page, logi
     assert second.evaluate("el => getComputedStyle(el).backgroundColor") == prob_colour
 
     token = chips.nth(5)
-    tip = token.locator(".tip")
-    expect(tip).to_be_hidden()
+    tip = page.locator(".tok-pop")  # the shared token popover (static/weft/tokens.js)
+    expect(tip).to_have_count(0)
     token.hover()
     expect(tip).to_be_visible()
     expect(tip).to_contain_text("logprob")
-    expect(tip.locator(".alt.actual")).to_have_count(1)  # the actual token, highlighted
+    expect(tip).to_contain_text("rank")
+    expect(tip.locator(".alt.sampled")).to_have_count(1)  # the actual token, highlighted
     page.screenshot(path=artifacts_dir / "inspect-tokens.png")
 
     with page.expect_download() as download:

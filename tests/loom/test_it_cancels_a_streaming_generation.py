@@ -36,7 +36,7 @@ def test_it_cancels_a_streaming_generation(loom_stack, backend, client, make_use
     )
     intruder = client_for(make_user("intruder"))
     assert intruder.post(url, HTTP_HX_REQUEST="true").status_code == 404
-    assert client.post(url, HTTP_HX_REQUEST="true").status_code == 200
+    assert client.post(url, HTTP_HX_REQUEST="true").status_code == 204
 
     wait_for(lambda: Generation.objects.get(pk=g.pk).is_terminal, what="the run to stop")
     g.refresh_from_db()

@@ -36,7 +36,7 @@ def test_it_turns_a_generation_into_model_children(
         assert kid.finish_reason == "length" and kid.seed == 1 and "prompt" not in kid.params
         assert "".join(kid.logprobs["tokens"]) == kid.text
     # The result fragment (what the page loads at the end) lists the new children.
-    result = client.get(f"/loom/generations/{g.pk}/result/").text
+    result = client.get(f"/generations/{g.pk}/result/").text
     assert "Added 3 children" not in result  # the worker made them; nothing is made twice
     assert all(f'data-id="{k.pk}"' in result for k in kids)
     assert tree.root.children().count() == 3

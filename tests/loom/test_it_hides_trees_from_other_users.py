@@ -94,6 +94,6 @@ def test_it_refuses_another_users_generation_socket_and_result(
         run(connect(intruder))
     assert refused.value.response.status_code == 403
     client.force_login(intruder)
-    assert client.get(f"/loom/generations/{g.pk}/result/").status_code == 404
+    assert client.get(f"/generations/{g.pk}/result/").status_code == 404
     assert client.post("/loom/recover/", {"generation": g.pk, "tree": tree.pk}).status_code == 404
     assert not Node.objects.filter(tree=tree, author=Author.MODEL).exists()

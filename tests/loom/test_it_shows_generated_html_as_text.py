@@ -33,7 +33,7 @@ def test_it_escapes_model_text_tokens_and_alternatives(client, make_user, make_t
     # The parent's children list and the generation result fragment escape it too.
     parent_page = client.get(f"/loom/{tree.pk}/n/{tree.root.pk}/").text
     assert "<script>alert" not in parent_page and "&lt;script&gt;" in parent_page
-    result = client.get(f"/loom/generations/{g.pk}/result/").text
+    result = client.get(f"/generations/{g.pk}/result/").text
     assert "<script>alert" not in result and "&lt;script&gt;" in result
 
 

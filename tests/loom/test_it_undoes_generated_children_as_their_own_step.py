@@ -37,7 +37,7 @@ def test_it_undoes_the_generation_before_the_add_and_keeps_its_text(client, make
     assert g.claimed_at is None
     assert f"Generation {g.pk}" in client.get("/loom/recover/").text
     # Its result page does not quietly attach it again.
-    client.get(f"/loom/generations/{g.pk}/result/")
+    client.get(f"/generations/{g.pk}/result/")
     assert not Node.objects.filter(author=Author.MODEL).exists()
 
     client.post(f"/loom/{tree.pk}/undo/")

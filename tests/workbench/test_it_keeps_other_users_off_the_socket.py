@@ -37,4 +37,4 @@ def test_it_keeps_other_users_off_the_socket(wb_stack, make_user, session_cookie
 
     first = _connect(wb_stack["url"], generation.pk, alice_cookie)
     assert f"gen-{generation.pk}-state" in first
-    assert f"/workbench/generations/{generation.pk}/result/" in first
+    assert f"/generations/{generation.pk}/result/" in first

@@ -28,7 +28,7 @@ def test_it_keeps_other_users_out_over_http(client, make_user, engine):
         f"/workbench/?run={saved.pk}",
         f"/workbench/?generation={unsaved.pk}",
         f"/workbench/?prompt={prompt.pk}",
-        f"/workbench/generations/{unsaved.pk}/result/",
+        f"/generations/{unsaved.pk}/result/",
         f"/workbench/presets/{preset.pk}/",
     ]
     for url in gets:
@@ -37,7 +37,7 @@ def test_it_keeps_other_users_out_over_http(client, make_user, engine):
         f"/history/{saved.pk}/rerun/",
         f"/history/{saved.pk}/delete/",
         f"/workbench/generations/{unsaved.pk}/save/",
-        f"/workbench/generations/{running.pk}/cancel/",
+        f"/generations/{running.pk}/cancel/",
         f"/workbench/presets/{preset.pk}/delete/",
         f"/workbench/prompts/{prompt.pk}/delete/",
     ]

@@ -28,6 +28,6 @@ def test_it_marks_where_samples_diverge(client, make_user):
     user = make_user()
     generation = make_generation(user, texts=[" the cat sat", " the cat ran"], logprobs=logprobs)
     client.force_login(user)
-    html = client.get(f"/workbench/generations/{generation.pk}/result/").content.decode()
+    html = client.get(f"/generations/{generation.pk}/result/").content.decode()
     assert 'class="tok p2 diverge"' in html
     assert '<span class="diverge-mark"' in html and '<span class="after-diverge">ran</span>' in html

@@ -28,7 +28,7 @@ def test_it_shows_the_backends_retry_after_on_a_failed_run(engine, settings, mak
     assert generation.request_id
 
     client.force_login(user)
-    page = client.get(f"/workbench/generations/{generation.pk}/result/").content.decode()
+    page = client.get(f"/generations/{generation.pk}/result/").content.decode()
     assert "<code>rate_limited</code>" in page
     assert generation.request_id in page
     assert 'the backend asked to retry after <span class="retry-after">60</span> s' in page

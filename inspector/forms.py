@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 
 from django import forms
+from django.core.validators import MinValueValidator
 
+from completions.forms import CheckField, ParamField
 from inspector.tokens import MAX_TOKEN_ID
 
 MAX_CHOICES = 16
@@ -32,8 +34,8 @@ def parse_token_ids(raw: str) -> list[int]:
 
 class _ModelForm(forms.Form):
     model = forms.ChoiceField(label="Model")
-    add_special_tokens = forms.BooleanField(
-        label="add_special_tokens (prepend the BOS)", required=False, initial=True
+    add_special_tokens = CheckField(
+        "add_special_tokens", label="add_special_tokens (prepend the BOS)", initial=True
     )
 
     def __init__(self, *args, models=(), default_model=None, **kwargs):
@@ -56,7 +58,14 @@ class ScoreForm(_ModelForm):
     token_ids = forms.CharField(
         label="Token ids", required=False, widget=forms.Textarea(attrs={"rows": 2})
     )
-    k = forms.IntegerField(label="Alternatives per position (k)", min_value=0, initial=5)
+    # The door's prompt_logprobs (its -1, the full vocabulary, is the checkbox below).
+    k = ParamField(
+        "prompt_logprobs",
+        label="Alternatives per position (k)",
+        required=True,
+        initial=5,
+        validators=[MinValueValidator(0, "must be greater than or equal to 0")],
+    )
     full_vocab = forms.BooleanField(label="Full vocabulary (entropy, exact rank)", required=False)
 
     def clean(self):

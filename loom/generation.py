@@ -5,74 +5,55 @@ child nodes exactly once."""
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
-from django.core.exceptions import ValidationError
-from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 
+from completions.forms import ParamsForm, lookup_model
 from loom.models import Author, LoomError, Node, Tree
 
 log = logging.getLogger(__name__)
 
 KIND = "loom"
-# Form fields a generation may adjust, with the type the door's strict schema wants.
-PARAM_FIELDS: dict[str, type] = {
-    "n": int,
-    "max_tokens": int,
-    "temperature": float,
-    "top_p": float,
-    "top_k": int,
-    "min_p": float,
-    "seed": int,
-    "logprobs": int,
-}
-_no_nul = ProhibitNullCharactersValidator()  # what every Django CharField checks
+# The door's parameters the Loom's generation settings show (completions.forms parses
+# and bounds them, the same fields as the Workbench's).
+PARAM_FIELDS = ["n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "logprobs"]
 DEFAULTS: dict[str, Any] = {"n": 3, "max_tokens": 48, "temperature": 1.0, "logprobs": 5}
 
 
 class FormInvalid(ValueError):
-    def __init__(self, errors: list[str]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(errors))
+    """Settings the form or the door refused: (field, message) pairs, "__all__" for
+    what belongs to no field."""
+
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        self.field_errors = errors
+        self.errors = [m if f == "__all__" else f"{f}: {m}" for f, m in errors]
+        super().__init__("; ".join(self.errors))
+
+
+# Every slot an error can be shown in, next to its input on the settings form.
+FORM_SLOTS = ["model", *PARAM_FIELDS, "stop"]
+
+
+def error_slots(exc: FormInvalid) -> list[tuple[str, str]]:
+    """(slot, message) for every slot, empty ones clearing an earlier error."""
+    return [(slot, "; ".join(m for f, m in exc.field_errors if f == slot)) for slot in FORM_SLOTS]
 
 
 def effective_settings(tree: Tree) -> dict[str, Any]:
     return {**DEFAULTS, **(tree.settings or {})}
 
 
-def params_from_form(tree: Tree, form: dict) -> dict[str, Any]:
-    """The tree's settings overridden by the non-empty form fields, converted
-    to numbers (the door rejects numbers sent as strings). Range checks are the
-    door's job (ParamsInvalid)."""
-    data = effective_settings(tree)
-    errors = []
-    for name, kind in PARAM_FIELDS.items():
-        raw = (form.get(name) or "").strip()
-        if not raw:
-            continue
-        try:
-            data[name] = kind(raw)
-            if kind is float and not math.isfinite(data[name]):
-                raise ValueError(raw)  # nan/inf: not JSON, not a setting
-        except ValueError:
-            errors.append(f"{name}: {raw!r} is not {'an integer' if kind is int else 'a number'}")
-    for name in ("model", "stop"):
-        try:
-            _no_nul(form.get(name) or "")
-        except ValidationError as exc:
-            errors.append(f"{name}: {exc.messages[0]}")
-    model = (form.get("model") or "").strip()
-    if model:
-        data["model"] = model
-    stop = form.get("stop")
-    if stop:
-        # One stop string per line; a literal \n stands for a newline.
-        data["stop"] = [s.replace("\\n", "\n") for s in stop.splitlines() if s]
-    if errors:
-        raise FormInvalid(errors)
-    return data
+def params_from_form(tree: Tree, form: Any) -> dict[str, Any]:
+    """The tree's settings overridden by the non-empty form fields. Raises
+    FormInvalid with every field's error (nothing is sent then)."""
+    params = ParamsForm(
+        form, names=PARAM_FIELDS, with_prompt=False, base=effective_settings(tree),
+        model_info=lookup_model,
+    )  # fmt: skip
+    if not params.is_valid():
+        raise FormInvalid(params.error_list())
+    return params.request_body()
 
 
 class Busy(LoomError):

@@ -409,7 +409,8 @@ def generate(request, tree_id: int, node_id: int):
             tree.save(update_fields=["settings", "updated_at"])
         generation = gen.start(request.user, tree, node, data)
     except gen.FormInvalid as exc:
-        ctx["errors"] = exc.errors
+        ctx["errors"] = [m for f, m in exc.field_errors if f not in gen.FORM_SLOTS]
+        ctx["field_errors"] = gen.error_slots(exc)
     except LoomError as exc:
         ctx["errors"] = [str(exc)]
     except ParamsInvalid as exc:

@@ -116,7 +116,7 @@ PARAMS = ["model", "prompt", "max_tokens", "n", "temperature", "top_p", "top_k",
           "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "logprobs",
           "echo", "echo__present", "add_special_tokens", "stop_1", "stop_2"]  # fmt: skip
 LOOM_GEN = ["n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "logprobs",
-            "model", "stop", "save_defaults"]  # fmt: skip
+            "model", "stop_1", "stop_2", "save_defaults"]  # fmt: skip
 ACTIONS = ["edit", "child", "split", "merge", "move", "delete", "bookmark", "archive", "tag",
            "untag", "alternative"]  # fmt: skip
 NODE_FIELDS = ["text", "as_sibling", "offset", "target", "tag", "index", "token"]

@@ -57,13 +57,7 @@ def _default_model(models: list[ModelInfo]) -> str:
 
 def params_context(values: dict[str, Any], models: list[ModelInfo], model_error: str) -> dict:
     chosen = values.get("model") or _default_model(models)
-    info = next((m for m in models if m.id == chosen), None)
-    fields = []
-    for p in params.PARAMS:
-        top = p.max
-        if p.name == "logprobs" and info is not None:
-            top = info.max_logprobs  # the per-model cap, as the seed says to read it
-        fields.append({"p": p, "value": values.get(p.name), "max": top})
+    fields = [{"p": p, "value": values.get(p.name)} for p in params.PARAMS]
     return {
         "values": values,
         "fields": fields,
@@ -80,22 +74,17 @@ def _error_slots(exc: ParamsInvalid | None) -> list[tuple[str, str]]:
     messages: dict[str, list[str]] = {slot: [] for slot in ERROR_SLOTS}
     for error in exc.errors if exc else []:
         slot = error.field.split(".")[0] if error.field.split(".")[0] in messages else "general"
-        text = error.message if slot != "general" else f"{error.field}: {error.message}"
+        own = slot != "general" or error.field == "general"
+        text = error.message if own else f"{error.field}: {error.message}"
         messages[slot].append(text)
     return [(slot, "; ".join(texts)) for slot, texts in messages.items()]
 
 
 def _check(request: HttpRequest) -> tuple[dict[str, Any], ParamsInvalid | None, ModelInfo | None]:
-    data = params.request_from_form(request.POST)
     unstorable = check_text(request.POST)
     if unstorable is not None:
-        return data, unstorable, None
-    info = _model_info(data.get("model", ""))
-    try:
-        validate_params(data, model=info)
-    except ParamsInvalid as exc:
-        return data, exc, info
-    return data, None, info
+        return {}, unstorable, None
+    return params.parse(request.POST, model_info=_model_info)
 
 
 def _budget(request: HttpRequest) -> dict[str, int]:
@@ -293,9 +282,12 @@ def open_in_loom(request: HttpRequest) -> HttpResponse:
     if unstorable is not None:
         messages.error(request, f"Not opened in the Loom: {unstorable}")
         return redirect("workbench")
-    body = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
+    body, invalid, _ = params.parse(request.POST, with_prompt=False)
+    if invalid is not None:
+        messages.error(request, f"Not opened in the Loom: {invalid}")
+        return redirect("workbench")
     tree = Tree.objects.create_from_prompt(
-        request.user, request.POST.get("prompt", ""), settings=body
+        request.user, request.POST.get("prompt", ""), settings=params.stored_params(body)
     )
     try:
         return redirect(reverse("loom:tree", args=[tree.pk]))
@@ -320,8 +312,11 @@ def preset_save(request: HttpRequest) -> HttpResponse:
         return _presets(request, preset_error=f"Not saved: {first_error(form)}")
     if (unstorable := check_text(request.POST)) is not None:
         return _presets(request, preset_error=f"Not saved: {unstorable}")
+    data, invalid, _ = params.parse(request.POST, with_prompt=False)
+    if invalid is not None:
+        return _presets(request, preset_error=f"Not saved: {invalid}")
     name = form.cleaned_data["preset_name"]
-    data = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
+    data = params.stored_params(data)
     Preset.objects.update_or_create(owner=request.user, name=name, defaults={"params": data})
     return _presets(request, preset_message=f"Saved preset “{name}”.")
 
@@ -354,8 +349,11 @@ def prompt_save(request: HttpRequest) -> HttpResponse:
         return _prompts(request, prompt_error=f"Not saved: {first_error(form)}")
     if (unstorable := check_text(request.POST)) is not None:
         return _prompts(request, prompt_error=f"Not saved: {unstorable}")
+    data, invalid, _ = params.parse(request.POST, with_prompt=False)
+    if invalid is not None:
+        return _prompts(request, prompt_error=f"Not saved: {invalid}")
     name = form.cleaned_data["prompt_name"]
-    data = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
+    data = params.stored_params(data)
     SavedPrompt.objects.update_or_create(
         owner=request.user,
         name=name,

@@ -2,7 +2,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from completions import budget
+from completions import budget, lifecycle
 from completions.models import Generation
 
 
@@ -24,7 +24,7 @@ def _own_generation(request, generation_id: int) -> Generation:
 
 def generation_result(request, generation_id: int):
     """The saved result of a generation, the default target of the final fragment."""
-    generation = _own_generation(request, generation_id).check_alive()
+    generation = lifecycle.check_alive(_own_generation(request, generation_id))
     return render(request, "completions/_result.html", {"generation": generation})
 
 
@@ -32,7 +32,7 @@ def generation_result(request, generation_id: int):
 def generation_cancel(request, generation_id: int):
     generation = _own_generation(request, generation_id)
     if not generation.is_terminal:
-        generation.cancel()
+        lifecycle.cancel(generation)
     if request.htmx:
         return render(request, "completions/_result.html", {"generation": generation})
     return HttpResponse(status=204)

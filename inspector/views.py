@@ -27,6 +27,7 @@ from completions.schema import ParamsInvalid
 from inspector import fullvocab, scoring, tokens
 from inspector.forms import ChoicesForm, CompareForm, SaveForm, ScoreForm
 from loom.forms import first_error
+from workbench.models import Run
 
 PAGE = "inspector/inspect.html"
 
@@ -192,13 +193,7 @@ def result_context(target: dict[str, Any]) -> dict[str, Any]:
 
 
 def _can_save(generation: Generation) -> bool:
-    # Saving to History is the workbench's Run.objects.save_generation; offer the
-    # button only when that app provides it.
-    try:
-        from workbench.models import Run
-    except ImportError:
-        return False
-    return hasattr(Run.objects, "save_generation") and generation.claimed_at is None
+    return generation.claimed_at is None  # saved once: History has it
 
 
 # --------------------------------------------------------------------------- pages
@@ -437,8 +432,7 @@ def export(request: HttpRequest, generation_id: int, fmt: str) -> HttpResponse:
 def save(request: HttpRequest, generation_id: int) -> HttpResponse:
     generation = _owned(request, generation_id)
     if not _can_save(generation):
-        raise Http404("saving to History is not available")
-    from workbench.models import Run
+        raise Http404("already saved to History")
 
     form = SaveForm(request.POST)
     if not form.is_valid():
@@ -449,18 +443,13 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
     parts = Generation.objects.filter(
         owner=request.user, kind=Generation.Kind.INSPECT, target__of=generation.pk
     )
-    run = Run.objects.save_generation(
+    Run.objects.save_generation(
         full,
         title=form.cleaned_data["title"],
         result=generation.target,
         also=list(parts),
     )
-    return redirect(_run_url(run))
-
-
-def _run_url(run: Any) -> str:
-    get_url = getattr(run, "get_absolute_url", None)
-    return get_url() if get_url else reverse("history")
+    return redirect("history")
 
 
 def result_url(generation: Generation) -> str:

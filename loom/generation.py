@@ -9,7 +9,9 @@ from typing import Any
 
 from django.db import transaction
 
+from completions import lifecycle, pipeline
 from completions.forms import ParamsForm, lookup_model
+from completions.models import Generation
 from loom.models import Author, LoomError, Node, Tree
 
 log = logging.getLogger(__name__)
@@ -60,13 +62,11 @@ class Busy(LoomError):
     """The node already has a generation queued or running."""
 
 
-ACTIVE = ("queued", "running")
+ACTIVE = Generation.ACTIVE
 
 
 def running_for(node: Node):
     """Loom generations still queued or running for `node`."""
-    from completions.models import Generation
-
     return Generation.objects.filter(kind=KIND, state__in=ACTIVE, target__parent=node.pk)
 
 
@@ -76,22 +76,19 @@ def start(user, tree: Tree, node: Node, data: dict):
     row lock makes the check and the start one step for concurrent requests.
     Raises the door's ParamsInvalid / BudgetRefused / BackendError; nothing is
     sent then."""
-    from completions.models import Generation
 
     body = {k: v for k, v in data.items() if v is not None}
     body["prompt"] = node.full_text()
     with transaction.atomic():
         Node.objects.select_for_update().filter(pk=node.pk).first()
         for other in running_for(node):
-            other.check_alive()  # a dead worker's run no longer blocks the node
+            lifecycle.check_alive(other)  # a dead worker's run no longer blocks the node
             if other.state in ACTIVE:
                 raise Busy(
                     f"Node {node.pk} is already generating (generation {other.pk}, "
                     f"{other.state}): wait for it to finish or stop it first."
                 )
-        return Generation.objects.start(
-            user, body, kind=KIND, target={"tree": tree.pk, "parent": node.pk}
-        )
+        return pipeline.start(user, body, kind=KIND, target={"tree": tree.pk, "parent": node.pk})
 
 
 def _node_fields(generation, choice: dict) -> dict[str, Any]:
@@ -138,8 +135,6 @@ def materialize(generation) -> list[Node] | None:
     """Turn a finished loom generation into children of its target node, once.
     Returns None (and leaves it unclaimed, so Recover lists it) when the target
     node is gone or it is not ready."""
-    from completions.models import Generation
-
     if generation.kind != KIND:
         return None
     with transaction.atomic():
@@ -164,8 +159,6 @@ def attach_to(user, generation_id: int, parent: Node) -> list[Node]:
     """Recover: attach an unclaimed, finished generation to any node the user
     owns. A running one is refused: its partial text would be claimed and its
     final text would never become nodes."""
-    from completions.models import Generation
-
     with transaction.atomic():
         g = Generation.objects.select_for_update().get(
             pk=generation_id, owner=user, kind=KIND, claimed_at__isnull=True

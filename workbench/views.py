@@ -7,17 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from completions import lifecycle, pipeline
 from completions.budget import BudgetRefused, usage_summary
 from completions.client import count_tokens, get_model, list_models, public_backend_url
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
+from core.shortcuts import int_or_404
 from loom.forms import first_error
+from loom.models import Tree
 from workbench import code, params
 from workbench.display import LEGEND, sample_views
 from workbench.forms import PresetForm, SavedPromptForm, SaveForm, check_text
@@ -95,15 +98,6 @@ def _own_generation(request: HttpRequest, generation_id: int) -> Generation:
     return get_object_or_404(Generation, pk=generation_id, owner=request.user, kind__in=KINDS)
 
 
-def loom_available() -> bool:
-    """The Loom can take a prompt as a new tree (loom.models.Tree.objects.create_from_prompt)."""
-    try:
-        from loom.models import Tree
-    except ImportError:
-        return False
-    return hasattr(Tree.objects, "create_from_prompt")
-
-
 def result_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
     body = generation.params or {}
     saved = generation.runs.filter(owner=request.user).order_by("-pk").first()
@@ -116,7 +110,6 @@ def result_context(request: HttpRequest, generation: Generation) -> dict[str, An
         "saved_run": saved,
         "budget": _budget(request),
         "legend": LEGEND,
-        "loom": loom_available(),
     }
 
 
@@ -138,8 +131,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
     elif "run" in request.GET:
         body = _own_or_404(Run, request, request.GET["run"]).request_params
     elif "generation" in request.GET:
-        generation = _own_generation(request, _int_or_404(request.GET["generation"]))
-        generation.check_alive()
+        generation = _own_generation(request, int_or_404(request.GET["generation"]))
+        lifecycle.check_alive(generation)
         body = generation.params or {}
     body = {k: v for k, v in body.items() if k not in TRANSPORT_PARAMS}
     models, model_error = _models()
@@ -149,7 +142,6 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "saved_prompts": SavedPrompt.objects.filter(owner=request.user),
         "budget": _budget(request),
         "recoverable": Generation.objects.recoverable(request.user).filter(kind__in=KINDS).count(),
-        "loom": loom_available(),
         "legend": LEGEND,
     }
     if generation is not None:
@@ -157,15 +149,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
     return render(request, PAGE, context)
 
 
-def _int_or_404(value: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise Http404 from None
-
-
 def _own_or_404(model: type, request: HttpRequest, pk: str) -> Any:
-    return get_object_or_404(model, pk=_int_or_404(pk), owner=request.user)
+    return get_object_or_404(model, pk=int_or_404(pk), owner=request.user)
 
 
 def live_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
@@ -202,7 +187,7 @@ def run(request: HttpRequest) -> HttpResponse:
     if invalid is not None:
         return render(request, f"{PAGE}#run_invalid", context)
     try:
-        generation = Generation.objects.start(request.user, data, kind="workbench")
+        generation = pipeline.start(request.user, data, kind="workbench")
     except ParamsInvalid as exc:  # the door's model-aware checks (e.g. unknown model)
         context["errors"] = _error_slots(exc)
         return render(request, f"{PAGE}#run_invalid", context)
@@ -234,7 +219,7 @@ def view_code(request: HttpRequest) -> HttpResponse:
 def generation_result(request: HttpRequest, generation_id: int) -> HttpResponse:
     """The saved result of a run: what the door's final fragment loads in place of the
     streamed text."""
-    generation = _own_generation(request, generation_id).check_alive()
+    generation = lifecycle.check_alive(_own_generation(request, generation_id))
     return render(request, f"{RESULTS}#result", result_context(request, generation))
 
 
@@ -242,7 +227,7 @@ def generation_result(request: HttpRequest, generation_id: int) -> HttpResponse:
 def cancel(request: HttpRequest, generation_id: int) -> HttpResponse:
     generation = _own_generation(request, generation_id)
     if not generation.is_terminal:
-        generation.cancel()
+        lifecycle.cancel(generation)
     # The worker closes the stream and the socket brings the final state.
     return HttpResponse(status=204)
 
@@ -274,10 +259,6 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
 
 @require_POST
 def open_in_loom(request: HttpRequest) -> HttpResponse:
-    if not loom_available():
-        raise Http404
-    from loom.models import Tree
-
     unstorable = check_text(request.POST)
     if unstorable is not None:
         messages.error(request, f"Not opened in the Loom: {unstorable}")
@@ -289,10 +270,7 @@ def open_in_loom(request: HttpRequest) -> HttpResponse:
     tree = Tree.objects.create_from_prompt(
         request.user, request.POST.get("prompt", ""), settings=params.stored_params(body)
     )
-    try:
-        return redirect(reverse("loom:tree", args=[tree.pk]))
-    except NoReverseMatch:
-        return redirect("loom:trees")
+    return redirect(reverse("loom:tree", args=[tree.pk]))
 
 
 # --------------------------------------------------------------------------- presets, prompts

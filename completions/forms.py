@@ -161,7 +161,9 @@ class CheckField(forms.BooleanField):
 
 class StopWidget(forms.MultiWidget):
     def __init__(self) -> None:
-        widgets = {slot.removeprefix("stop_"): forms.TextInput() for slot in STOP_SLOTS}
+        widgets: dict[str, forms.Widget | type[forms.Widget]] = {
+            slot.removeprefix("stop_"): forms.TextInput() for slot in STOP_SLOTS
+        }
         super().__init__(widgets)
 
     def decompress(self, value: Any) -> list[str]:
@@ -238,7 +240,8 @@ class ParamsForm(forms.Form):
         return data
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         body = self._body()
         if "prompt" not in self.fields:
             body.setdefault("prompt", "")

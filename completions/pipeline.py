@@ -26,6 +26,7 @@ from completions import budget
 from completions.client import (
     BackendClient,
     Completion,
+    Workload,
     count_tokens,
     get_model,
     prompt_token_bound,
@@ -153,7 +154,7 @@ def start(
     *,
     kind: str,
     target: dict | None = None,
-    workload: str = "interactive",
+    workload: Workload = "interactive",
     stream: bool = True,
     record_refusal: bool = False,
 ) -> Generation:
@@ -402,7 +403,8 @@ def execute(generation_id: int) -> None:
     outcome: dict[str, Any] = {"state": State.DONE}
     try:
         params = CompletionParams.model_validate(generation.params)
-        with BackendClient(generation.workload) as client:
+        workload: Workload = "batch" if generation.workload == "batch" else "interactive"
+        with BackendClient(workload) as client:
             if params.stream:
                 with client.stream(params) as chunks:
                     acc.request_id = chunks.request_id
@@ -482,7 +484,7 @@ def run_now(
     data: dict,
     *,
     kind: str = "inspect",
-    workload: str = "interactive",
+    workload: Workload = "interactive",
     complete: Callable[[BackendClient, CompletionParams], Completion] | None = None,
 ) -> Generation:
     """Reserve, call the backend in this request (no streaming), settle; returns the

@@ -1,5 +1,5 @@
 """ws/generations/<id>/: streams one generation's tokens to its owner as htmx
-out-of-band fragments (see docs/door-contract.md)."""
+out-of-band fragments (see docs/architecture.md)."""
 
 from channels.db import database_sync_to_async
 

@@ -40,6 +40,7 @@ class _ModelForm(forms.Form):
 
     def __init__(self, *args, models=(), default_model=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.models = {m.id: m for m in models}
         self.fields["model"].choices = [(m.id, m.id) for m in models]
         if default_model:
             self.fields["model"].initial = default_model
@@ -70,6 +71,11 @@ class ScoreForm(_ModelForm):
 
     def clean(self):
         data = super().clean()
+        model = self.models.get(data.get("model") or "")
+        k = data.get("k")
+        if model is not None and k is not None and not data.get("full_vocab"):
+            if k > model.max_logprobs:  # the per-model cap, next to the field
+                self.add_error("k", f"must be at most {model.max_logprobs} for model {model.id}")
         if data.get("source") == "ids":
             try:
                 data["ids"] = parse_token_ids(data.get("token_ids") or "")

@@ -56,7 +56,8 @@ def test_it_refuses_a_bad_value_on_the_loom(user_client, scripted, field, raw, m
 @pytest.mark.parametrize(
     "raw, message",
     [("abc", "'abc' is not an integer"), ("1e", "'1e' is not an integer"),
-     ("-1", "must be greater than or equal to 0"), ("", "required")],
+     ("-1", "must be greater than or equal to 0"), ("", "required"),
+     ("21", "must be at most 20 for model scripted")],
 )  # fmt: skip
 def test_it_refuses_a_bad_k_on_inspect(user_client, scripted, raw, message):
     html = post_inspect(user_client, {"k": raw})

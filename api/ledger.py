@@ -187,7 +187,9 @@ async def reserve(
                 "WHERE key_id = %s AND month = %s FOR UPDATE",
                 (key_id, month),
             )
-            used, reserved_now = await cur.fetchone()
+            month_row = await cur.fetchone()
+            assert month_row is not None  # the INSERT … DO NOTHING above made sure of it
+            used, reserved_now = month_row
             left = max(0, budget - used - reserved_now)
             fit = min(max_tokens, max_tokens_fit(left, prompt_tokens, choices))
             if tentative and fit < max_tokens:
@@ -344,6 +346,8 @@ def release_stale() -> int:
     now_ms = seconds * 1000 + micros // 1000
     released = 0
     for row in candidates.only("pk", "key_id", "request_id").iterator():
+        if row.key_id is None:  # unauthenticated: nothing was reserved
+            continue
         lease = client.zscore(active_key(row.key_id), row.request_id)
         if lease is not None and lease > now_ms:
             continue  # still running somewhere
@@ -351,9 +355,10 @@ def release_stale() -> int:
             locked = ApiRequest.objects.select_for_update().get(pk=row.pk)
             if locked.settled:
                 continue
-            ApiKeyMonth.objects.filter(key_id=locked.key_id, month=locked.budget_month).update(
-                reserved=F("reserved") - locked.reserved_tokens
-            )
+            if locked.budget_month is not None:  # None: refused before any reservation
+                ApiKeyMonth.objects.filter(
+                    key_id=locked.key_id, month=locked.budget_month
+                ).update(reserved=F("reserved") - locked.reserved_tokens)
             locked.settled = True
             locked.error_code = locked.error_code or "process_lost"
             locked.finished_at = timezone.now()

@@ -36,7 +36,7 @@ def split_secret(secret: str) -> tuple[str, str] | None:
     return prefix, rest
 
 
-class ApiKeyQuerySet(models.QuerySet):
+class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
     def for_user(self, user) -> ApiKeyQuerySet:
         return self.filter(user=user)
 

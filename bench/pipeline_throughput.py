@@ -34,6 +34,8 @@ import threading
 import time
 from pathlib import Path
 
+from completions import pipeline
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -128,10 +130,9 @@ async def paired_run(
     import websockets
     from asgiref.sync import sync_to_async
 
-    from completions.models import Generation
     from completions.tasks import run_generation
 
-    generation = await sync_to_async(Generation.objects.start)(user, body, kind="workbench")
+    generation = await sync_to_async(pipeline.start)(user, body, kind="workbench")
     url = web.replace("http://", "ws://") + f"/ws/generations/{generation.pk}/"
     headers = {"Cookie": f"sessionid={cookie}", "Origin": web}
     marker = f"beforeend:#gen-{generation.pk}-choice-"

@@ -1,8 +1,9 @@
 """ws/generations/<id>/: streams one generation's tokens to its owner as htmx
-out-of-band fragments (see docs/door-contract.md)."""
+out-of-band fragments (see docs/architecture.md)."""
 
 from channels.db import database_sync_to_async
 
+from completions import lifecycle
 from completions.models import Generation
 from completions.registry import result_url
 from completions.streaming import (
@@ -44,7 +45,7 @@ class GenerationConsumer(OwnerConsumer):
         await self.send(text_data="".join(parts))
 
     def _load_checked(self) -> Generation:
-        return Generation.objects.get(pk=self.generation_id).check_alive()
+        return lifecycle.check_alive(Generation.objects.get(pk=self.generation_id))
 
     async def gen_tokens(self, event: dict) -> None:
         await self.send(text_data=tokens_fragment(self.generation_id, event["items"]))

@@ -1,6 +1,6 @@
 """The generation pipeline: start (validate, reserve, enqueue), execute (the worker's
-stream → checkpoint → channel group), finish (terminal state + settlement, once),
-and run_now (synchronous, non-streaming, for Inspect).
+stream → checkpoint → channel group) and run_now (synchronous, non-streaming, for
+Inspect). Finishing once and the other state moves are completions.lifecycle's.
 
 Safety on redelivery: a task claims a queued row by writing a fresh run_token under
 a row lock; every later write is guarded by that token and `state = 'running'`, and
@@ -26,6 +26,7 @@ from completions import budget
 from completions.client import (
     BackendClient,
     Completion,
+    Workload,
     count_tokens,
     get_model,
     prompt_token_bound,
@@ -40,6 +41,7 @@ from completions.errors import (
     UpstreamError,
     clean_text,
 )
+from completions.lifecycle import enqueue, finish, mark_interrupted_if_stale
 from completions.models import Generation
 from completions.schema import (
     CompletionParams,
@@ -48,7 +50,7 @@ from completions.schema import (
     default_max_tokens,
     validate_params,
 )
-from completions.streaming import GroupPublisher, publish_now, state_message
+from completions.streaming import GroupPublisher, state_message
 
 log = logging.getLogger(__name__)
 State = Generation.State
@@ -147,13 +149,13 @@ def _reserve_and_create(
     )
 
 
-def start_generation(
+def start(
     user: Any,
     data: dict,
     *,
     kind: str,
     target: dict | None = None,
-    workload: str = "interactive",
+    workload: Workload = "interactive",
     stream: bool = True,
     record_refusal: bool = False,
 ) -> Generation:
@@ -193,79 +195,6 @@ def start_generation(
         raise
     log.info("generation %s queued (%s, %s choices)", generation.pk, kind, params.choice_count)
     return generation
-
-
-def enqueue(generation_id: int) -> None:
-    """Send the run's Celery message. Safe to repeat: execute() claims a queued row once."""
-    from completions.tasks import run_generation
-
-    run_generation.apply_async((generation_id,), queue=settings.WEFT_GENERATION_QUEUE or None)
-
-
-# --- finishing, once ----------------------------------------------------------------
-
-
-def _actual_usage(row: Generation) -> tuple[int, int]:
-    """What to charge: the backend's usage when it reported one; otherwise the prompt
-    plus the tokens we received; nothing at all when nothing was produced."""
-    usage = row.usage if isinstance(row.usage, dict) else {}
-    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-    if usage and not usage.get("estimated") and prompt is not None and completion is not None:
-        return prompt, completion
-    if not completion:
-        return 0, 0
-    return row.prompt_tokens, completion
-
-
-def _count(value: Any) -> int | None:
-    """A token count as the backend reported it, if it is one (a bool, a string or
-    2**80 is not: such usage is ignored and the run charged by what was counted)."""
-    return value if type(value) is int and 0 <= value <= 2**31 else None
-
-
-def finish(
-    generation: Generation,
-    state: str,
-    *,
-    run_token: str | None,
-    **fields: Any,
-) -> bool:
-    """Move a generation to a terminal state and settle its reservation — exactly once.
-    With a run_token, only the worker holding that token may finish it. Returns
-    whether this call did it."""
-    with transaction.atomic():
-        row = Generation.objects.select_for_update().filter(pk=generation.pk).first()
-        if row is None:  # deleted meanwhile (its reservation was settled then)
-            return False
-        if row.is_terminal or (run_token is not None and row.run_token != run_token):
-            return False
-        for name, value in fields.items():
-            setattr(row, name, value)
-        now = timezone.now()
-        row.state = state
-        row.finished_at = now
-        row.updated_at = now
-        if row.settled_at is None and row.budget_month is not None:
-            prompt, completion = _actual_usage(row)
-            row.charged_tokens = budget.settle(
-                row.owner_id, row.budget_month, row.reserved_tokens, prompt, completion
-            )
-            row.reserved_tokens = 0
-            row.settled_at = now
-        row.save()
-        transaction.on_commit(lambda: announce(row))
-    log.info(
-        "generation %s %s charged=%s code=%s request_id=%s",
-        row.pk, state, row.charged_tokens, row.error_code or "-", row.request_id or "-",
-    )  # fmt: skip
-    return True
-
-
-def announce(generation: Generation) -> None:
-    from completions.signals import generation_finished
-
-    publish_now(generation.pk, state_message(generation))
-    generation_finished.send(sender=Generation, generation=generation)
 
 
 # --- the worker ----------------------------------------------------------------------
@@ -443,7 +372,7 @@ def _claim(generation_id: int, run_token: str) -> Generation | None:
             # A redelivered message: another worker claimed it. If that worker has stopped
             # beating it died mid-stream; the partial result stays and is marked.
             log.info("generation %s: already running; redelivery ignored", row.pk)
-            row.mark_interrupted_if_stale()
+            mark_interrupted_if_stale(row)
             return None
         if row.cancel_requested:
             finish(row, State.CANCELLED, run_token=None)
@@ -475,7 +404,8 @@ def execute(generation_id: int) -> None:
     outcome: dict[str, Any] = {"state": State.DONE}
     try:
         params = CompletionParams.model_validate(generation.params)
-        with BackendClient(generation.workload) as client:
+        workload: Workload = "batch" if generation.workload == "batch" else "interactive"
+        with BackendClient(workload) as client:
             if params.stream:
                 with client.stream(params) as chunks:
                     acc.request_id = chunks.request_id
@@ -554,7 +484,7 @@ def run_now(
     data: dict,
     *,
     kind: str = "inspect",
-    workload: str = "interactive",
+    workload: Workload = "interactive",
     complete: Callable[[BackendClient, CompletionParams], Completion] | None = None,
 ) -> Generation:
     """Reserve, call the backend in this request (no streaming), settle; returns the

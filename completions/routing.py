@@ -144,7 +144,7 @@ def merge(listings: list[tuple[Backend, list[ModelInfo] | None]]) -> Table:
             info = dataclasses.replace(card, id=short_id, root=card.root or upstream)
             models.append(info)
             routes[short_id] = Route(short_id, upstream, backend)
-    chosen = settings.WEFT_DEFAULT_MODEL
+    chosen: str | None = settings.WEFT_DEFAULT_MODEL
     if chosen not in routes:
         if chosen and models:
             log.warning("WEFT_DEFAULT_MODEL=%s is not served now; the default falls back", chosen)

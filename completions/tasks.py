@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from completions import pipeline
+from completions import lifecycle, pipeline
 from completions.models import Generation
 
 
@@ -14,12 +14,12 @@ def run_generation(generation_id: int) -> None:
 
 @shared_task(ignore_result=True)
 def mark_interrupted_generations() -> int:
-    return Generation.objects.mark_stale_interrupted()
+    return lifecycle.mark_stale_interrupted()
 
 
 @shared_task(ignore_result=True)
 def requeue_or_fail_never_started_generations() -> dict[str, int]:
-    return Generation.objects.requeue_or_fail_never_started()
+    return lifecycle.requeue_or_fail_never_started()
 
 
 @shared_task(ignore_result=True)

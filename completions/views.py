@@ -2,7 +2,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_POST
 
-from completions import budget
+from completions import budget, lifecycle
 from completions.models import Generation
 from completions.registry import render_result
 
@@ -30,7 +30,7 @@ def _own_generation(request, generation_id: int) -> Generation:
 def generation_result(request, generation_id: int):
     """The saved result of a generation, what every page's final fragment loads: the
     generation's kind renders it (completions.registry)."""
-    generation = _own_generation(request, generation_id).check_alive()
+    generation = lifecycle.check_alive(_own_generation(request, generation_id))
     return render_result(request, generation)
 
 
@@ -40,5 +40,5 @@ def generation_cancel(request, generation_id: int):
     closes the stream and keeps the text so far; the socket brings the final state."""
     generation = _own_generation(request, generation_id)
     if not generation.is_terminal:
-        generation.cancel()
+        lifecycle.cancel(generation)
     return HttpResponse(status=204)

@@ -3,6 +3,7 @@
 import asyncio
 import logging
 import time
+from typing import Any
 
 import redis
 from asgiref.sync import async_to_sync
@@ -52,8 +53,8 @@ CHECKS = {
 }
 
 
-def run_checks() -> dict[str, dict]:
-    results = {}
+def run_checks() -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
     for name, check in CHECKS.items():
         started = time.monotonic()
         try:

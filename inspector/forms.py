@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 
 from django import forms
+from django.core.validators import MinValueValidator
 
+from completions.forms import CheckField, ParamField
 from inspector.tokens import MAX_TOKEN_ID
 
 MAX_CHOICES = 16
@@ -32,12 +34,13 @@ def parse_token_ids(raw: str) -> list[int]:
 
 class _ModelForm(forms.Form):
     model = forms.ChoiceField(label="Model")
-    add_special_tokens = forms.BooleanField(
-        label="add_special_tokens (prepend the BOS)", required=False, initial=True
+    add_special_tokens = CheckField(
+        "add_special_tokens", label="add_special_tokens (prepend the BOS)", initial=True
     )
 
     def __init__(self, *args, models=(), default_model=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.models = {m.id: m for m in models}
         self.fields["model"].choices = [(m.id, m.id) for m in models]
         if default_model:
             self.fields["model"].initial = default_model
@@ -56,11 +59,23 @@ class ScoreForm(_ModelForm):
     token_ids = forms.CharField(
         label="Token ids", required=False, widget=forms.Textarea(attrs={"rows": 2})
     )
-    k = forms.IntegerField(label="Alternatives per position (k)", min_value=0, initial=5)
+    # The door's prompt_logprobs (its -1, the full vocabulary, is the checkbox below).
+    k = ParamField(
+        "prompt_logprobs",
+        label="Alternatives per position (k)",
+        required=True,
+        initial=5,
+        validators=[MinValueValidator(0, "must be greater than or equal to 0")],
+    )
     full_vocab = forms.BooleanField(label="Full vocabulary (entropy, exact rank)", required=False)
 
     def clean(self):
         data = super().clean()
+        model = self.models.get(data.get("model") or "")
+        k = data.get("k")
+        if model is not None and k is not None and not data.get("full_vocab"):
+            if k > model.max_logprobs:  # the per-model cap, next to the field
+                self.add_error("k", f"must be at most {model.max_logprobs} for model {model.id}")
         if data.get("source") == "ids":
             try:
                 data["ids"] = parse_token_ids(data.get("token_ids") or "")

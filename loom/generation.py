@@ -5,87 +5,68 @@ child nodes exactly once."""
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
-from django.core.exceptions import ValidationError
-from django.core.validators import ProhibitNullCharactersValidator
 from django.db import transaction
 
+from completions import lifecycle, pipeline
+from completions.forms import ParamsForm, lookup_model
+from completions.models import Generation
 from loom.models import Author, LoomError, Node, Tree
 
 log = logging.getLogger(__name__)
 
 KIND = "loom"
-# Form fields a generation may adjust, with the type the door's strict schema wants.
-PARAM_FIELDS: dict[str, type] = {
-    "n": int,
-    "max_tokens": int,
-    "temperature": float,
-    "top_p": float,
-    "top_k": int,
-    "min_p": float,
-    "seed": int,
-    "logprobs": int,
-}
-_no_nul = ProhibitNullCharactersValidator()  # what every Django CharField checks
+# The door's parameters the Loom's generation settings show (completions.forms parses
+# and bounds them, the same fields as the Workbench's).
+PARAM_FIELDS = ["n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "logprobs"]
 DEFAULTS: dict[str, Any] = {"n": 3, "max_tokens": 48, "temperature": 1.0, "logprobs": 5}
 
 
 class FormInvalid(ValueError):
-    def __init__(self, errors: list[str]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(errors))
+    """Settings the form or the door refused: (field, message) pairs, "__all__" for
+    what belongs to no field."""
+
+    def __init__(self, errors: list[tuple[str, str]]) -> None:
+        self.field_errors = errors
+        self.errors = [m if f == "__all__" else f"{f}: {m}" for f, m in errors]
+        super().__init__("; ".join(self.errors))
+
+
+# Every slot an error can be shown in, next to its input on the settings form.
+FORM_SLOTS = ["model", *PARAM_FIELDS, "stop"]
+
+
+def error_slots(exc: FormInvalid) -> list[tuple[str, str]]:
+    """(slot, message) for every slot, empty ones clearing an earlier error."""
+    return [(slot, "; ".join(m for f, m in exc.field_errors if f == slot)) for slot in FORM_SLOTS]
 
 
 def effective_settings(tree: Tree) -> dict[str, Any]:
     return {**DEFAULTS, **(tree.settings or {})}
 
 
-def params_from_form(tree: Tree, form: dict) -> dict[str, Any]:
-    """The tree's settings overridden by the non-empty form fields, converted
-    to numbers (the door rejects numbers sent as strings). Range checks are the
-    door's job (ParamsInvalid)."""
-    data = effective_settings(tree)
-    errors = []
-    for name, kind in PARAM_FIELDS.items():
-        raw = (form.get(name) or "").strip()
-        if not raw:
-            continue
-        try:
-            data[name] = kind(raw)
-            if kind is float and not math.isfinite(data[name]):
-                raise ValueError(raw)  # nan/inf: not JSON, not a setting
-        except ValueError:
-            errors.append(f"{name}: {raw!r} is not {'an integer' if kind is int else 'a number'}")
-    for name in ("model", "stop"):
-        try:
-            _no_nul(form.get(name) or "")
-        except ValidationError as exc:
-            errors.append(f"{name}: {exc.messages[0]}")
-    model = (form.get("model") or "").strip()
-    if model:
-        data["model"] = model
-    stop = form.get("stop")
-    if stop:
-        # One stop string per line; a literal \n stands for a newline.
-        data["stop"] = [s.replace("\\n", "\n") for s in stop.splitlines() if s]
-    if errors:
-        raise FormInvalid(errors)
-    return data
+def params_from_form(tree: Tree, form: Any) -> dict[str, Any]:
+    """The tree's settings overridden by the non-empty form fields. Raises
+    FormInvalid with every field's error (nothing is sent then)."""
+    params = ParamsForm(
+        form, names=PARAM_FIELDS, with_prompt=False, base=effective_settings(tree),
+        model_info=lookup_model,
+    )  # fmt: skip
+    if not params.is_valid():
+        raise FormInvalid(params.error_list())
+    return params.request_body()
 
 
 class Busy(LoomError):
     """The node already has a generation queued or running."""
 
 
-ACTIVE = ("queued", "running")
+ACTIVE = Generation.ACTIVE
 
 
 def running_for(node: Node):
     """Loom generations still queued or running for `node`."""
-    from completions.models import Generation
-
     return Generation.objects.filter(kind=KIND, state__in=ACTIVE, target__parent=node.pk)
 
 
@@ -95,22 +76,19 @@ def start(user, tree: Tree, node: Node, data: dict):
     row lock makes the check and the start one step for concurrent requests.
     Raises the door's ParamsInvalid / BudgetRefused / BackendError; nothing is
     sent then."""
-    from completions.models import Generation
 
     body = {k: v for k, v in data.items() if v is not None}
     body["prompt"] = node.full_text()
     with transaction.atomic():
         Node.objects.select_for_update().filter(pk=node.pk).first()
         for other in running_for(node):
-            other.check_alive()  # a dead worker's run no longer blocks the node
+            lifecycle.check_alive(other)  # a dead worker's run no longer blocks the node
             if other.state in ACTIVE:
                 raise Busy(
                     f"Node {node.pk} is already generating (generation {other.pk}, "
                     f"{other.state}): wait for it to finish or stop it first."
                 )
-        return Generation.objects.start(
-            user, body, kind=KIND, target={"tree": tree.pk, "parent": node.pk}
-        )
+        return pipeline.start(user, body, kind=KIND, target={"tree": tree.pk, "parent": node.pk})
 
 
 def _node_fields(generation, choice: dict) -> dict[str, Any]:
@@ -157,8 +135,6 @@ def materialize(generation) -> list[Node] | None:
     """Turn a finished loom generation into children of its target node, once.
     Returns None (and leaves it unclaimed, so Recover lists it) when the target
     node is gone or it is not ready."""
-    from completions.models import Generation
-
     if generation.kind != KIND:
         return None
     with transaction.atomic():
@@ -183,8 +159,6 @@ def attach_to(user, generation_id: int, parent: Node) -> list[Node]:
     """Recover: attach an unclaimed, finished generation to any node the user
     owns. A running one is refused: its partial text would be claimed and its
     final text would never become nodes."""
-    from completions.models import Generation
-
     with transaction.atomic():
         g = Generation.objects.select_for_update().get(
             pk=generation_id, owner=user, kind=KIND, claimed_at__isnull=True

@@ -19,12 +19,13 @@ from typing import Any, NamedTuple
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
+
+from loom import sql
+from loom.sql import NODE_TABLE
 
 UNDO_KEEP = 50
 TAG_MAX = 40
 TAGS_PER_NODE = 20
-NODE_TABLE = "loom_node"
 
 
 class Author(models.TextChoices):
@@ -34,13 +35,6 @@ class Author(models.TextChoices):
 
 class LoomError(Exception):
     """An operation that makes no sense for this node (shown to the user)."""
-
-
-class UndoRefused(Exception):
-    """Undoing this step would delete text that nothing else keeps."""
-
-
-# --- trees ----------------------------------------------------------------------
 
 
 class TreeQuerySet(models.QuerySet):
@@ -143,27 +137,6 @@ class Tree(models.Model):
             self.undo_log.filter(id__lt=keep[-1]).delete()
         self.touch()
 
-    def undo(self) -> tuple[str, int | None] | None:
-        """Revert the last logged operation; returns (label, node id to show) or
-        None, or raises LoomError when the step would delete text nothing else
-        keeps (the step is then dropped, so it does not block earlier ones)."""
-        with transaction.atomic():
-            self.lock()
-            entry = self.undo_log.select_for_update().order_by("-id").first()
-            if entry is None:
-                return None
-            try:
-                with transaction.atomic():
-                    focus = _UNDO[entry.action](self, entry.data)
-            except UndoRefused as exc:
-                refused = f"Not undone ({entry.label}): {exc}"
-                entry.delete()
-            else:
-                entry.delete()
-                self.touch()
-                return entry.label, focus
-        raise LoomError(refused)
-
 
 def _copy_columns() -> list[str]:
     return [f.column for f in Node._meta.concrete_fields]
@@ -186,81 +159,6 @@ class Segment(NamedTuple):
         return self.author == Author.MODEL
 
 
-# Every recursive walk is guarded, so a cycle (which structural edits prevent
-# under the tree's row lock) can never make a query run forever: walks whose
-# rows repeat in a cycle use UNION, which drops a row seen before and so ends;
-# walks that carry a level stop at MAX_DEPTH (a parameter: no cost per step).
-MAX_DEPTH = 1_000_000  # the most nodes an import may hold: no real path is longer
-
-# Each recursive step looks one row up (or the children down) through a
-# LATERAL … OFFSET 0 subquery: that pins the plan to an index lookup per step.
-# A plain join lets the planner pick a hash join over the whole table per step
-# when statistics are missing (a fresh import): 9 s instead of 30 ms on a
-# 10,000-deep chain.
-_PATH_SQL = f"""
-    WITH RECURSIVE p(id, parent_id, text, author, bookmarked, lvl) AS (
-        SELECT id, parent_id, text, author, bookmarked, 0 FROM {NODE_TABLE} WHERE id = %s
-        UNION ALL
-        SELECT a.id, a.parent_id, a.text, a.author, a.bookmarked, p.lvl + 1 FROM p, LATERAL (
-            SELECT id, parent_id, text, author, bookmarked FROM {NODE_TABLE}
-            WHERE id = p.parent_id OFFSET 0
-        ) a
-        WHERE p.lvl + 1 < %s
-    )
-    SELECT id, parent_id, text, author, bookmarked FROM p ORDER BY lvl DESC
-"""  # noqa: S608 - identifiers are ours, values are parameters
-_SUBTREE_SQL = f"""
-    WITH RECURSIVE s(id) AS (
-        SELECT id FROM {NODE_TABLE} WHERE id = %s
-        UNION
-        SELECT c.id FROM s, LATERAL (
-            SELECT id FROM {NODE_TABLE} WHERE parent_id = s.id OFFSET 0
-        ) c
-    )
-    SELECT id FROM s
-"""  # noqa: S608
-_ANCESTOR_SQL = f"""
-    WITH RECURSIVE p(id, parent_id) AS (
-        SELECT id, parent_id FROM {NODE_TABLE} WHERE id = %s
-        UNION
-        SELECT a.id, a.parent_id FROM p, LATERAL (
-            SELECT id, parent_id FROM {NODE_TABLE} WHERE id = p.parent_id OFFSET 0
-        ) a
-    )
-    SELECT EXISTS (SELECT 1 FROM p WHERE id = %s)
-"""  # noqa: S608
-
-# Bookmarks in preorder: walk up from each bookmark (and the current node) to
-# the root, then give each one its path as a flat array of (position, id) pairs
-# from the root down. Arrays compare element by element and a prefix sorts
-# first, which is exactly preorder with siblings in (position, id) order. The
-# walk costs the bookmarks' depths, not the tree's size, and array_agg builds
-# each key once (appending to an array per step would be quadratic in depth).
-_BOOKMARK_KEYS_SQL = f"""
-    WITH RECURSIVE w(origin, bm, id, parent_id, position, lvl) AS (
-        (SELECT id, true, id, parent_id, position, 0 FROM {NODE_TABLE}
-         WHERE tree_id = %s AND bookmarked
-         UNION ALL
-         SELECT id, false, id, parent_id, position, 0 FROM {NODE_TABLE}
-         WHERE id = %s AND tree_id = %s AND NOT bookmarked)
-        UNION ALL
-        SELECT w.origin, w.bm, a.id, a.parent_id, a.position, w.lvl + 1 FROM w, LATERAL (
-            SELECT id, parent_id, position FROM {NODE_TABLE} WHERE id = w.parent_id OFFSET 0
-        ) a
-        WHERE w.lvl < %s
-    ), k AS (
-        SELECT w.origin, bool_or(w.bm) AS bm, array_agg(v.x ORDER BY w.lvl DESC, v.o) AS key
-        FROM w, LATERAL (VALUES (1, w.position::bigint), (2, w.id::bigint)) v(o, x)
-        GROUP BY w.origin
-    ), cur AS (SELECT key FROM k WHERE origin = %s)
-    SELECT k.origin FROM k, cur WHERE k.bm
-"""  # noqa: S608
-# After the current node first (ascending), then wrap around to the first.
-_BOOKMARK_NEXT_SQL = _BOOKMARK_KEYS_SQL + " ORDER BY k.key <= cur.key, k.key LIMIT 1"
-# Before the current node first (descending), then wrap around to the last.
-_BOOKMARK_PREV_SQL = _BOOKMARK_KEYS_SQL + " ORDER BY k.key >= cur.key, k.key DESC LIMIT 1"
-
-
 class NodeQuerySet(models.QuerySet):
     def path_to(self, node: Node | int, *, last: int | None = None) -> list[Segment]:
         """The segments from the root down to `node` (inclusive), or only the
@@ -269,32 +167,20 @@ class NodeQuerySet(models.QuerySet):
         Returns light named tuples rather than model instances: building 10,000
         Node objects costs more than the query itself."""
         node_id = node.pk if isinstance(node, Node) else node
-        with connection.cursor() as cur:
-            cur.execute(_PATH_SQL, [node_id, min(last or MAX_DEPTH, MAX_DEPTH)])
-            return [Segment(*row) for row in cur.fetchall()]
+        return [Segment(*row) for row in sql.path_rows(node_id, last)]
 
     def subtree_ids(self, node: Node | int) -> list[int]:
         """The node and all its descendants: one query."""
-        node_id = node.pk if isinstance(node, Node) else node
-        with connection.cursor() as cur:
-            cur.execute(_SUBTREE_SQL, [node_id])
-            return [row[0] for row in cur.fetchall()]
+        return sql.subtree_ids(node.pk if isinstance(node, Node) else node)
 
     def is_ancestor(self, maybe_ancestor: Node, node: Node) -> bool:
         """True if maybe_ancestor is on the path to node (or is node)."""
-        with connection.cursor() as cur:
-            cur.execute(_ANCESTOR_SQL, [node.pk, maybe_ancestor.pk])
-            return cur.fetchone()[0]
+        return sql.is_ancestor(maybe_ancestor.pk, node.pk)
 
     def bookmark_step(self, tree: Tree, node: Node | int, direction: str) -> int | None:
         """The id of the next (or previous) bookmark after `node` in preorder,
         wrapping around; None when the tree has no bookmarks. One query."""
-        node_id = node.pk if isinstance(node, Node) else node
-        sql = _BOOKMARK_NEXT_SQL if direction == "next" else _BOOKMARK_PREV_SQL
-        with connection.cursor() as cur:
-            cur.execute(sql, [tree.pk, node_id, tree.pk, MAX_DEPTH, node_id])
-            row = cur.fetchone()
-        return row[0] if row else None
+        return sql.bookmark_step(tree.pk, node.pk if isinstance(node, Node) else node, direction)
 
     def preorder(
         self, tree: Tree, *, select: str | None = None, chunk: int = 5000
@@ -451,7 +337,7 @@ class Node(models.Model):
             )
             order = [n for n in self.siblings().exclude(pk=sibling.pk).values_list("id", flat=True)]
             order.insert(order.index(self.pk) + 1, sibling.pk)
-            _set_order(self.parent_id, order)
+            set_order(self.parent_id, order)
             self.tree.log("add", "edit as a new sibling", {"node": sibling.pk, "focus": self.pk})
             return sibling
         if text == self.text:
@@ -505,7 +391,7 @@ class Node(models.Model):
             "children": list(self.children().values_list("id", flat=True)),
             "order": list(self.siblings().values_list("id", flat=True)),
         }
-        _merge(self, parent)
+        merge_nodes(self, parent)
         self.tree.log("merge", "merge into parent", data)
         return parent
 
@@ -618,7 +504,7 @@ class UndoEntry(models.Model):
 # --- helpers shared by the operations and their inverses ----------------------------
 
 
-def _set_order(parent_id: int, ids: list[int]) -> None:
+def set_order(parent_id: int, ids: list[int]) -> None:
     """Renumber the parent's children: `ids` first in that order (missing ones
     skipped), then any other current children in their present order."""
     current = list(
@@ -629,18 +515,10 @@ def _set_order(parent_id: int, ids: list[int]) -> None:
     present = set(current)
     wanted = [i for i in ids if i in present]
     seen = set(wanted)
-    order = wanted + [i for i in current if i not in seen]
-    with connection.cursor() as cur:
-        cur.execute(
-            f"UPDATE {NODE_TABLE} SET position = v.pos "  # noqa: S608
-            "FROM unnest(%s::bigint[], %s::int[]) AS v(id, pos) WHERE {t}.id = v.id".format(
-                t=NODE_TABLE
-            ),
-            [order, list(range(len(order)))],
-        )
+    sql.renumber(wanted + [i for i in current if i not in seen])
 
 
-def _merge(node: Node, parent: Node) -> None:
+def merge_nodes(node: Node, parent: Node) -> None:
     kids = list(node.children().values_list("id", flat=True))
     order = list(node.siblings().values_list("id", flat=True))
     at = order.index(node.pk)
@@ -651,7 +529,7 @@ def _merge(node: Node, parent: Node) -> None:
     parent.save(update_fields=["text", "logprobs"])
     Tree.objects.filter(current_id=node.pk).update(current=parent)
     Node.objects.filter(pk=node.pk).delete()
-    _set_order(parent.pk, order)
+    set_order(parent.pk, order)
 
 
 def node_record(node: Node) -> dict[str, Any]:
@@ -666,120 +544,3 @@ def node_record_from_values(values: dict) -> dict[str, Any]:
     for key, value in values.items():
         out[key] = value.isoformat() if hasattr(value, "isoformat") else value
     return out
-
-
-def node_from_record(record: dict) -> Node:
-    values = dict(record)
-    for key in ("created_at", "visited_at"):
-        if isinstance(values.get(key), str):
-            values[key] = parse_datetime(values[key])
-    return Node(**values)
-
-
-def _undo_add(tree: Tree, data: dict) -> int | None:
-    # Children logged after the add are undone before it; any left here came
-    # without an undo step of their own, and the delete would cascade to them.
-    if Node.objects.filter(parent_id=data["node"], tree=tree).exists():
-        raise UndoRefused(
-            f"node {data['node']} has children now; the step was dropped and nothing deleted."
-        )
-    Node.objects.filter(pk=data["node"], tree=tree).delete()
-    return data.get("focus")
-
-
-def _undo_attach(tree: Tree, data: dict) -> int | None:
-    """Take a generation's nodes out again and hand it back to Recover, which
-    can attach it anywhere: the text stays in its checkpoint."""
-    from completions.models import Generation
-
-    ids = data["nodes"]
-    alive = Generation.objects.filter(
-        pk=data["generation"], expires_at__gt=timezone.now()
-    ).select_for_update()
-    generation = alive.first()
-    if generation is None:
-        raise UndoRefused(
-            "the generation's checkpoint has expired, so its nodes are its only copy; "
-            "delete them yourself if you want them gone."
-        )
-    if Node.objects.filter(parent_id__in=ids).exclude(id__in=ids).exists():
-        raise UndoRefused("its nodes have children now; nothing was deleted.")
-    Node.objects.filter(id__in=ids, tree=tree).delete()
-    target = {**(generation.target or {}), "detached": True}
-    alive.update(claimed_at=None, target=target)
-    return data.get("focus")
-
-
-def _undo_edit(tree: Tree, data: dict) -> int | None:
-    Node.objects.filter(pk=data["node"], tree=tree).update(
-        text=data["text"], logprobs=data["logprobs"]
-    )
-    return data["node"]
-
-
-def _undo_bookmark(tree: Tree, data: dict) -> int | None:
-    Node.objects.filter(pk=data["node"], tree=tree).update(bookmarked=data["value"])
-    return data["node"]
-
-
-def _undo_archive(tree: Tree, data: dict) -> int | None:
-    Node.objects.filter(pk=data["node"], tree=tree).update(archived=data["value"])
-    return data["node"]
-
-
-def _undo_tags(tree: Tree, data: dict) -> int | None:
-    Node.objects.filter(pk=data["node"], tree=tree).update(tags=data["tags"])
-    return data["node"]
-
-
-def _undo_split(tree: Tree, data: dict) -> int | None:
-    node = Node.objects.get(pk=data["node"], tree=tree)
-    tail = Node.objects.filter(pk=data["tail"], tree=tree).first()
-    if tail is not None:
-        _merge(tail, node)
-    Node.objects.filter(pk=node.pk).update(text=data["text"])
-    return node.pk
-
-
-def _undo_merge(tree: Tree, data: dict) -> int | None:
-    node = node_from_record(data["row"])
-    node.save(force_insert=True)
-    Node.objects.filter(pk=data["parent"], tree=tree).update(
-        text=data["parent_text"], logprobs=data["parent_logprobs"]
-    )
-    Node.objects.filter(id__in=data["children"], parent_id=data["parent"]).update(parent=node)
-    _set_order(node.pk, data["children"])
-    _set_order(data["parent"], data["order"])
-    return node.pk
-
-
-def _undo_move(tree: Tree, data: dict) -> int | None:
-    tree.lock()
-    node = Node.objects.filter(pk=data["node"], tree=tree).first()
-    back = Node.objects.filter(pk=data["parent"], tree=tree).first()
-    if node is None or back is None or Node.objects.is_ancestor(node, back):
-        raise UndoRefused("the node's old place is now under the node itself.")
-    Node.objects.filter(pk=data["node"], tree=tree).update(parent_id=data["parent"])
-    _set_order(data["parent"], data["order"])
-    return data["node"]
-
-
-def _undo_delete(tree: Tree, data: dict) -> int | None:
-    # Foreign keys are deferred on Postgres, so row order does not matter here.
-    Node.objects.bulk_create([node_from_record(r) for r in data["rows"]], batch_size=2000)
-    _set_order(data["parent"], data["order"])
-    return data["focus"]
-
-
-_UNDO = {
-    "add": _undo_add,
-    "attach": _undo_attach,
-    "edit": _undo_edit,
-    "bookmark": _undo_bookmark,
-    "archive": _undo_archive,
-    "tags": _undo_tags,
-    "split": _undo_split,
-    "merge": _undo_merge,
-    "move": _undo_move,
-    "delete": _undo_delete,
-}

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from core.shortcuts import int_or_404
 from core.tokens import text_before
 from loom import generation as gen
 from loom.formats import exporters, importers
@@ -27,6 +28,7 @@ from loom.forms import (
 )
 from loom.models import LoomError, Node, Tree
 from loom.reading import path_context, reader_context
+from loom.undo import undo_last
 
 # Refusals render a fragment that says why; loom pages tell htmx to swap 422s
 # (its default leaves 4xx responses unswapped, so the message would never show).
@@ -295,7 +297,7 @@ def undo(request, tree_id: int):
     tree = owned_tree(request, tree_id)
     error = ""
     try:
-        done = tree.undo()
+        done = undo_last(tree)
     except LoomError as exc:
         done, error = None, str(exc)
     tree.refresh_from_db()
@@ -426,7 +428,8 @@ def generate(request, tree_id: int, node_id: int):
             tree.save(update_fields=["settings", "updated_at"])
         generation = gen.start(request.user, tree, node, data)
     except gen.FormInvalid as exc:
-        ctx["errors"] = exc.errors
+        ctx["errors"] = [m for f, m in exc.field_errors if f not in gen.FORM_SLOTS]
+        ctx["field_errors"] = gen.error_slots(exc)
     except LoomError as exc:
         ctx["errors"] = [str(exc)]
     except ParamsInvalid as exc:
@@ -468,10 +471,10 @@ def recover(request):
     from completions.models import Generation
 
     if request.method == "POST":
-        tree = owned_tree(request, _int_or_404(request.POST.get("tree")))
+        tree = owned_tree(request, int_or_404(request.POST.get("tree")))
         node_id = request.POST.get("node") or tree.current_id or tree.root.pk
-        parent = owned_node(tree, _int_or_404(node_id))
-        generation_id = _int_or_404(request.POST.get("generation"))
+        parent = owned_node(tree, int_or_404(node_id))
+        generation_id = int_or_404(request.POST.get("generation"))
         g = get_object_or_404(Generation, pk=generation_id, owner=request.user, kind=gen.KIND)
         try:
             if not g.is_terminal:
@@ -492,10 +495,3 @@ def recover(request):
         "loom/recover.html",
         {"pending": pending, "trees": Tree.objects.for_user(request.user).only("id", "title")},
     )
-
-
-def _int_or_404(value) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise Http404("bad number") from None

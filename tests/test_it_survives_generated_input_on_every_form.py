@@ -19,7 +19,6 @@ knows, or a random word.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import string
@@ -29,10 +28,11 @@ import pytest
 from django.contrib import messages
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
-from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import URLPattern, reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.urlconf import make_world, snapshot, urlconf_names
 
 pytestmark = pytest.mark.django_db
 
@@ -116,7 +116,7 @@ PARAMS = ["model", "prompt", "max_tokens", "n", "temperature", "top_p", "top_k",
           "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "logprobs",
           "echo", "echo__present", "add_special_tokens", "stop_1", "stop_2"]  # fmt: skip
 LOOM_GEN = ["n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "logprobs",
-            "model", "stop", "save_defaults"]  # fmt: skip
+            "model", "stop_1", "stop_2", "save_defaults"]  # fmt: skip
 ACTIONS = ["edit", "child", "split", "merge", "move", "delete", "bookmark", "archive", "tag",
            "untag", "alternative"]  # fmt: skip
 NODE_FIELDS = ["text", "as_sibling", "offset", "target", "tag", "index", "token"]
@@ -195,24 +195,6 @@ STR_VALUES = {
 }
 
 
-def urlconf_names() -> dict[str, URLPattern]:
-    """Every named URL of the project (admin excepted: staff only, Django's own)."""
-    out: dict[str, URLPattern] = {}
-
-    def walk(patterns, namespace: str) -> None:
-        for p in patterns:
-            if isinstance(p, URLResolver):
-                if p.namespace == "admin":
-                    continue
-                ns = f"{namespace}{p.namespace}:" if p.namespace else namespace
-                walk(p.url_patterns, ns)
-            elif p.name:
-                out[f"{namespace}{p.name}"] = p
-
-    walk(get_resolver().url_patterns, "")
-    return out
-
-
 def test_it_knows_every_url():
     names = set(urlconf_names())
     described = {name.split("#")[0] for name in FORMS}
@@ -234,78 +216,10 @@ def engine():
 @pytest.fixture
 def world(engine, settings, make_user):
     """A user owning one of everything a path id can name."""
-    from api.models import ApiKey
-    from completions.models import Generation
-    from loom.models import Author, Tree
-    from workbench.models import Preset, Run, SavedPrompt
-
     settings.WEFT_BACKEND_URL = f"{engine}/v1"
     settings.WEFT_GENERATION_QUEUE = "weft-fuzz-nobody-listens"
     settings.DEBUG_PROPAGATE_EXCEPTIONS = False
-    user = make_user()
-    tree = Tree.objects.create_from_prompt(user, "The owl sang")
-    child = tree.root.add_child(" to the moon", author=Author.MODEL,
-                                logprobs={"tokens": [" to", " the", " moon"],
-                                          "token_logprobs": [-1.0, -0.5, -2.0],
-                                          "top_logprobs": [{" to": -1.0, " at": -1.2}, None, None]})  # fmt: skip
-    done = Generation.objects.create(
-        owner=user, kind="workbench", params={"prompt": "x", "max_tokens": 2}, state="done",
-        choices=[{"index": 0, "text": " a"}, {"index": 1, "text": " b"}],
-    )  # fmt: skip
-    loom = Generation.objects.create(
-        owner=user, kind="loom", params={"prompt": "x"}, state="done",
-        target={"tree": tree.pk, "parent": child.pk}, choices=[{"index": 0, "text": " c"}],
-    )  # fmt: skip
-    inspect = Generation.objects.create(
-        owner=user, kind="inspect", params={"prompt": "x"}, state="done", choices=[],
-        target={"mode": "score", "tab": "score", "rows": [
-            {"position": 0, "id": 1, "text": "x", "logprob": None, "top": []}]},
-    )  # fmt: skip
-    run = Run.objects.save_generation(done, title="kept")
-    ids = {
-        "tree_id": tree.pk,
-        "node_id": child.pk,
-        "generation_id": [done.pk, loom.pk, inspect.pk],
-        "run_id": run.pk,
-        "preset_id": Preset.objects.create(owner=user, name="p", params={"n": 2}).pk,
-        "prompt_id": SavedPrompt.objects.create(owner=user, name="s", prompt="hi").pk,
-        "key_id": ApiKey.objects.create_key(user, "k")[0].pk,
-    }
-    client = Client(raise_request_exception=False)
-    client.force_login(user)
-    return {"user": user, "ids": ids, "client": client}
-
-
-def snapshot(user) -> str:
-    """The user's data, as a digest: what a refused request must leave alone."""
-    from api.models import ApiKey
-    from completions.models import Generation
-    from loom.models import Node, Tree
-    from workbench.models import Preset, Run, Sample, SavedPrompt
-
-    parts = [
-        list(Tree.objects.filter(owner=user).order_by("pk").values_list("pk", "title")),
-        list(
-            Node.objects.filter(tree__owner=user)
-            .order_by("pk")
-            .values_list("pk", "parent_id", "text", "tags", "bookmarked", "archived")
-        ),
-        list(Run.objects.filter(owner=user).order_by("pk").values_list("pk", "title", "note")),
-        list(Sample.objects.filter(run__owner=user).order_by("pk").values_list("pk", "text")),
-        list(Preset.objects.filter(owner=user).order_by("pk").values_list("pk", "name", "params")),
-        list(SavedPrompt.objects.filter(owner=user).order_by("pk").values_list("pk", "name")),
-        list(
-            ApiKey.objects.filter(user=user).order_by("pk").values_list("pk", "name", "revoked_at")
-        ),
-        # A request refused after it was sent records its outcome (failed/refused).
-        list(
-            Generation.objects.filter(owner=user)
-            .exclude(state__in=["failed", "refused"])
-            .order_by("pk")
-            .values_list("pk", "state", "claimed_at")
-        ),
-    ]
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
+    return make_world(make_user())
 
 
 def refused(response) -> bool:

@@ -25,7 +25,7 @@ from loom.forms import first_error
 from workbench.display import LEGEND, run_choices, sample_views
 from workbench.forms import HistoryFilterForm
 from workbench.models import Run, Sample
-from workbench.views import KINDS, loom_available
+from workbench.views import KINDS
 
 PAGE_SIZE = 20
 EXPORT_CHUNK = 200
@@ -82,7 +82,6 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "echo": bool(run.params.get("echo")),
         "settings": {k: v for k, v in run.params.items() if k != "prompt"},
         "token_legend": LEGEND,
-        "loom": loom_available(),
         # "Branch from here" on this page opens the Workbench with this run's settings.
         "workbench_url": f"{reverse('workbench')}?run={run.pk}",
     }

@@ -18,6 +18,7 @@ from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import models, transaction
 from django.db.models import Q
 
+from completions import pipeline
 from completions.models import Generation
 
 # Search runs over prompt, title, note and sample texts with the "simple" config:
@@ -215,7 +216,7 @@ class Run(models.Model):
 
     def rerun(self) -> Generation:
         """Start the same request again (same settings and seed) as a new Workbench run."""
-        return Generation.objects.start(self.owner, self.request_params, kind="workbench")
+        return pipeline.start(self.owner, self.request_params, kind="workbench")
 
     def export_dict(self, samples: Iterable[Sample] | None = None) -> dict[str, Any]:
         samples = self.samples.all() if samples is None else samples

@@ -7,17 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from completions import lifecycle, pipeline
 from completions.budget import BudgetRefused, usage_summary
 from completions.client import count_tokens, get_model, list_models
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
+from core.shortcuts import int_or_404
 from loom.forms import first_error
+from loom.models import Tree
 from workbench import code, params
 from workbench.display import LEGEND, sample_views
 from workbench.forms import PresetForm, SavedPromptForm, SaveForm, check_text
@@ -57,13 +60,7 @@ def _default_model(models: list[ModelInfo]) -> str:
 
 def params_context(values: dict[str, Any], models: list[ModelInfo], model_error: str) -> dict:
     chosen = values.get("model") or _default_model(models)
-    info = next((m for m in models if m.id == chosen), None)
-    fields = []
-    for p in params.PARAMS:
-        top = p.max
-        if p.name == "logprobs" and info is not None:
-            top = info.max_logprobs  # the per-model cap, as the seed says to read it
-        fields.append({"p": p, "value": values.get(p.name), "max": top})
+    fields = [{"p": p, "value": values.get(p.name)} for p in params.PARAMS]
     return {
         "values": values,
         "fields": fields,
@@ -80,22 +77,17 @@ def _error_slots(exc: ParamsInvalid | None) -> list[tuple[str, str]]:
     messages: dict[str, list[str]] = {slot: [] for slot in ERROR_SLOTS}
     for error in exc.errors if exc else []:
         slot = error.field.split(".")[0] if error.field.split(".")[0] in messages else "general"
-        text = error.message if slot != "general" else f"{error.field}: {error.message}"
+        own = slot != "general" or error.field == "general"
+        text = error.message if own else f"{error.field}: {error.message}"
         messages[slot].append(text)
     return [(slot, "; ".join(texts)) for slot, texts in messages.items()]
 
 
 def _check(request: HttpRequest) -> tuple[dict[str, Any], ParamsInvalid | None, ModelInfo | None]:
-    data = params.request_from_form(request.POST)
     unstorable = check_text(request.POST)
     if unstorable is not None:
-        return data, unstorable, None
-    info = _model_info(data.get("model", ""))
-    try:
-        validate_params(data, model=info)
-    except ParamsInvalid as exc:
-        return data, exc, info
-    return data, None, info
+        return {}, unstorable, None
+    return params.parse(request.POST, model_info=_model_info)
 
 
 def _budget(request: HttpRequest) -> dict[str, int]:
@@ -104,15 +96,6 @@ def _budget(request: HttpRequest) -> dict[str, int]:
 
 def _own_generation(request: HttpRequest, generation_id: int) -> Generation:
     return get_object_or_404(Generation, pk=generation_id, owner=request.user, kind__in=KINDS)
-
-
-def loom_available() -> bool:
-    """The Loom can take a prompt as a new tree (loom.models.Tree.objects.create_from_prompt)."""
-    try:
-        from loom.models import Tree
-    except ImportError:
-        return False
-    return hasattr(Tree.objects, "create_from_prompt")
 
 
 def result_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
@@ -127,7 +110,6 @@ def result_context(request: HttpRequest, generation: Generation) -> dict[str, An
         "saved_run": saved,
         "budget": _budget(request),
         "token_legend": LEGEND,
-        "loom": loom_available(),
     }
 
 
@@ -145,8 +127,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
     elif "run" in request.GET:
         body = _own_or_404(Run, request, request.GET["run"]).request_params
     elif "generation" in request.GET:
-        generation = _own_generation(request, _int_or_404(request.GET["generation"]))
-        generation.check_alive()
+        generation = _own_generation(request, int_or_404(request.GET["generation"]))
+        lifecycle.check_alive(generation)
         body = generation.params or {}
     body = {k: v for k, v in body.items() if k not in TRANSPORT_PARAMS}
     models, model_error = _models()
@@ -156,7 +138,6 @@ def workbench(request: HttpRequest) -> HttpResponse:
         "saved_prompts": SavedPrompt.objects.filter(owner=request.user),
         "budget": _budget(request),
         "recoverable": Generation.objects.recoverable(request.user).filter(kind__in=KINDS).count(),
-        "loom": loom_available(),
         "token_legend": LEGEND,
     }
     if generation is not None:
@@ -164,15 +145,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
     return render(request, PAGE, context)
 
 
-def _int_or_404(value: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise Http404 from None
-
-
 def _own_or_404(model: type, request: HttpRequest, pk: str) -> Any:
-    return get_object_or_404(model, pk=_int_or_404(pk), owner=request.user)
+    return get_object_or_404(model, pk=int_or_404(pk), owner=request.user)
 
 
 def live_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
@@ -209,7 +183,7 @@ def run(request: HttpRequest) -> HttpResponse:
     if invalid is not None:
         return render(request, f"{PAGE}#run_invalid", context)
     try:
-        generation = Generation.objects.start(request.user, data, kind="workbench")
+        generation = pipeline.start(request.user, data, kind="workbench")
     except ParamsInvalid as exc:  # the door's model-aware checks (e.g. unknown model)
         context["errors"] = _error_slots(exc)
         return render(request, f"{PAGE}#run_invalid", context)
@@ -273,22 +247,18 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
 
 @require_POST
 def open_in_loom(request: HttpRequest) -> HttpResponse:
-    if not loom_available():
-        raise Http404
-    from loom.models import Tree
-
     unstorable = check_text(request.POST)
     if unstorable is not None:
         messages.error(request, f"Not opened in the Loom: {unstorable}")
         return redirect("workbench")
-    body = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
+    body, invalid, _ = params.parse(request.POST, with_prompt=False)
+    if invalid is not None:
+        messages.error(request, f"Not opened in the Loom: {invalid}")
+        return redirect("workbench")
     tree = Tree.objects.create_from_prompt(
-        request.user, request.POST.get("prompt", ""), settings=body
+        request.user, request.POST.get("prompt", ""), settings=params.stored_params(body)
     )
-    try:
-        return redirect(reverse("loom:tree", args=[tree.pk]))
-    except NoReverseMatch:
-        return redirect("loom:trees")
+    return redirect(reverse("loom:tree", args=[tree.pk]))
 
 
 # --------------------------------------------------------------------------- presets, prompts
@@ -308,8 +278,11 @@ def preset_save(request: HttpRequest) -> HttpResponse:
         return _presets(request, preset_error=f"Not saved: {first_error(form)}")
     if (unstorable := check_text(request.POST)) is not None:
         return _presets(request, preset_error=f"Not saved: {unstorable}")
+    data, invalid, _ = params.parse(request.POST, with_prompt=False)
+    if invalid is not None:
+        return _presets(request, preset_error=f"Not saved: {invalid}")
     name = form.cleaned_data["preset_name"]
-    data = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
+    data = params.stored_params(data)
     Preset.objects.update_or_create(owner=request.user, name=name, defaults={"params": data})
     return _presets(request, preset_message=f"Saved preset “{name}”.")
 
@@ -342,8 +315,11 @@ def prompt_save(request: HttpRequest) -> HttpResponse:
         return _prompts(request, prompt_error=f"Not saved: {first_error(form)}")
     if (unstorable := check_text(request.POST)) is not None:
         return _prompts(request, prompt_error=f"Not saved: {unstorable}")
+    data, invalid, _ = params.parse(request.POST, with_prompt=False)
+    if invalid is not None:
+        return _prompts(request, prompt_error=f"Not saved: {invalid}")
     name = form.cleaned_data["prompt_name"]
-    data = params.stored_params(params.request_from_form(request.POST, with_prompt=False))
+    data = params.stored_params(data)
     SavedPrompt.objects.update_or_create(
         owner=request.user,
         name=name,

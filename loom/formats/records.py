@@ -12,7 +12,8 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from loom.models import NODE_TABLE, Author, Node, Tree
+from loom.models import Author, Node, Tree
+from loom.sql import NODE_TABLE
 
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
 MAX_IMPORT_NODES = 1_000_000

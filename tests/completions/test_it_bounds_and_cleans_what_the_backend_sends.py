@@ -32,8 +32,8 @@ def hostile(settings, unconsumed_queue):
 def run(user, *, stream: bool = True) -> Generation:
     body = {"model": "hostile", "prompt": "Hi", "max_tokens": 2}
     if not stream:
-        return Generation.objects.run_now(user, body)
-    generation = Generation.objects.start(user, body, kind="workbench")
+        return pipeline.run_now(user, body)
+    generation = pipeline.start(user, body, kind="workbench")
     pipeline.execute(generation.pk)
     generation.refresh_from_db()
     return generation

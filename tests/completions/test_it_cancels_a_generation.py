@@ -4,9 +4,8 @@ import time
 import pytest
 from django.db import connection
 
-from completions import pipeline
+from completions import lifecycle, pipeline
 from completions.budget import usage_summary
-from completions.models import Generation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -14,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_it_closes_the_stream_and_keeps_the_partial_text(scripted, make_user, unconsumed_queue):
     user = make_user()
     scripted.faults({"token_delay": 0.05})
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user, {"model": "scripted", "prompt": [1, 2], "max_tokens": 400}, kind="workbench"
     )
 
@@ -32,7 +31,7 @@ def test_it_closes_the_stream_and_keeps_the_partial_text(scripted, make_user, un
         if generation.choices[0]["text"]:
             break
         time.sleep(0.05)
-    generation.cancel()
+    lifecycle.cancel(generation)
     worker.join(timeout=20)
     generation.refresh_from_db()
     assert generation.state == "cancelled"
@@ -45,10 +44,10 @@ def test_it_closes_the_stream_and_keeps_the_partial_text(scripted, make_user, un
 
 def test_it_cancels_a_queued_run_directly(scripted, make_user, unconsumed_queue):
     user = make_user()
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user, {"model": "scripted", "prompt": "Hi", "max_tokens": 4}, kind="workbench"
     )
-    generation.cancel()
+    lifecycle.cancel(generation)
     assert generation.state == "cancelled" and generation.charged_tokens == 0
     pipeline.execute(generation.pk)  # the queued task arriving later
     assert scripted.requests() == []

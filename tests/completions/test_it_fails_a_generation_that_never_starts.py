@@ -20,7 +20,7 @@ def test_it_fails_a_generation_no_worker_ever_starts(
 ):
     user = make_user()
     settings.WEFT_GENERATION_QUEUED_LIMIT_SECONDS = 300
-    generation = Generation.objects.start(user, DATA, kind="workbench")
+    generation = pipeline.start(user, DATA, kind="workbench")
     assert usage_summary(user)["reserved"] > 0
     long_ago = timezone.now() - timedelta(seconds=301)
 

@@ -14,7 +14,7 @@ def test_it_ignores_a_second_delivery_of_a_finished_run_does_nothing(
     scripted, make_user, unconsumed_queue
 ):
     user = make_user()
-    generation = Generation.objects.start(user, DATA, kind="workbench")
+    generation = pipeline.start(user, DATA, kind="workbench")
     pipeline.execute(generation.pk)
     generation.refresh_from_db()
     first = (generation.choices, generation.charged_tokens, generation.finished_at)
@@ -29,7 +29,7 @@ def test_it_ignores_a_delivery_while_another_worker_streams_does_nothing(
     scripted, make_user, unconsumed_queue
 ):
     user = make_user()
-    generation = Generation.objects.start(user, DATA, kind="workbench")
+    generation = pipeline.start(user, DATA, kind="workbench")
     Generation.objects.filter(pk=generation.pk).update(
         state="running", run_token="other", updated_at=timezone.now()
     )

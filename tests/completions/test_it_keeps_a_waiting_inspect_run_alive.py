@@ -6,8 +6,8 @@ import threading
 import pytest
 from django.db import connections
 
+from completions import lifecycle, pipeline
 from completions.budget import usage_summary
-from completions.models import Generation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,13 +22,13 @@ def test_it_is_not_swept_as_stale_while_it_waits(scripted, settings, make_user):
 
     def beat() -> None:  # what Celery beat does, as often as the test can
         while not stop.wait(0.2):
-            swept.append(Generation.objects.mark_stale_interrupted())
+            swept.append(lifecycle.mark_stale_interrupted())
         connections.close_all()
 
     sweeper = threading.Thread(target=beat, daemon=True)
     sweeper.start()
     try:
-        generation = Generation.objects.run_now(
+        generation = pipeline.run_now(
             user,
             {"model": "scripted", "prompt": "Hi there", "max_tokens": 1, "echo": True,
              "prompt_logprobs": 0},

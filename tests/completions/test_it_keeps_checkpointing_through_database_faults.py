@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def start(user, max_tokens: int) -> tuple[Generation, threading.Thread]:
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user, {"model": "scripted", "prompt": [1, 2, 3], "max_tokens": max_tokens}, kind="loom"
     )
 

@@ -3,7 +3,6 @@ import logging
 import pytest
 
 from completions import pipeline
-from completions.models import Generation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -14,11 +13,11 @@ def test_it_logs_ids_and_codes_but_never_text(scripted, make_user, unconsumed_qu
     user = make_user()
     caplog.set_level(logging.DEBUG)
     scripted.faults({"status": 503, "retry_after": 0}, {}, {"cut_after": 2})
-    ok = Generation.objects.start(
+    ok = pipeline.start(
         user, {"model": "scripted", "prompt": PROMPT, "max_tokens": 8}, kind="workbench"
     )
     pipeline.execute(ok.pk)
-    cut = Generation.objects.start(
+    cut = pipeline.start(
         user, {"model": "scripted", "prompt": PROMPT, "max_tokens": 8}, kind="workbench"
     )
     pipeline.execute(cut.pk)

@@ -8,8 +8,8 @@ import time
 import httpx
 import pytest
 
+from completions import pipeline
 from completions.budget import usage_summary
-from completions.models import Generation
 from tests.completions.wsclient import Watcher, watch
 from tests.support import Supervisor, start_worker, wait_until
 
@@ -34,7 +34,7 @@ def test_it_keeps_the_partial_result_marked_interrupted(
             f"{engine}/_scripted/faults",
             json={"faults": [{"first_byte_delay": 0.5, "token_delay": TOKEN_DELAY}]},
         )
-        generation = Generation.objects.start(
+        generation = pipeline.start(
             user, {"model": "scripted", "prompt": [1, 2, 3], "max_tokens": 400}, kind="loom"
         )
         watcher = Watcher()

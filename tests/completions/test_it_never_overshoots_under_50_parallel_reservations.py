@@ -6,6 +6,7 @@ import threading
 import pytest
 from django.db import connection
 
+from completions import pipeline
 from completions.budget import BudgetRefused, usage_summary
 from completions.models import BudgetMonth, Generation
 
@@ -27,7 +28,7 @@ def test_it_never_overshoots(scripted, make_user, budget_of, unconsumed_queue):
         try:
             barrier.wait(timeout=30)
             try:
-                Generation.objects.start(user, data, kind="workbench")
+                pipeline.start(user, data, kind="workbench")
                 outcome = "ok"
             except BudgetRefused:
                 outcome = "refused"

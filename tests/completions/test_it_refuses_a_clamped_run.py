@@ -4,7 +4,6 @@ from completions import pipeline
 from completions.budget import usage_summary
 from completions.client import BackendClient
 from completions.errors import Clamped
-from completions.models import Generation
 from completions.schema import validate_params
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,7 +25,7 @@ def test_it_stops_a_clamped_generation_stops_and_is_reported_refused(
 ):
     user = make_user()
     scripted.faults({"clamp": {"applied": 2}})
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user, {"model": "scripted", "prompt": "Hi", "max_tokens": 50}, kind="workbench"
     )
     pipeline.execute(generation.pk)

@@ -1,5 +1,6 @@
 import pytest
 
+from completions import pipeline
 from completions.budget import BudgetRefused, usage_summary
 from completions.models import Generation
 
@@ -11,7 +12,7 @@ def test_it_refuses_before_sending_anything(scripted, make_user, budget_of):
     budget_of(user, 1000)
     prompt = list(range(1, 11))  # 10 prompt tokens, exactly
     with pytest.raises(BudgetRefused) as caught:
-        Generation.objects.start(
+        pipeline.start(
             user,
             {"model": "scripted", "prompt": prompt, "max_tokens": 200, "n": 5},
             kind="workbench",
@@ -32,7 +33,7 @@ def test_it_can_record_the_refusal(scripted, make_user, budget_of):
     user = make_user()
     budget_of(user, 5)
     with pytest.raises(BudgetRefused) as caught:
-        Generation.objects.start(
+        pipeline.start(
             user,
             {"model": "scripted", "prompt": "Hello", "max_tokens": 10},
             kind="loom",
@@ -47,7 +48,7 @@ def test_it_can_record_the_refusal(scripted, make_user, budget_of):
 def test_it_reserves_the_worst_case_when_it_fits(scripted, make_user, budget_of, unconsumed_queue):
     user = make_user()
     budget_of(user, 10_000)
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user,
         {"model": "scripted", "prompt": "Hi there", "max_tokens": 100, "n": 2},
         kind="workbench",

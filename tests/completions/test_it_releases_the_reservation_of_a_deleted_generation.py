@@ -4,6 +4,7 @@ settles its reservation first: nothing stays reserved for a row that is gone."""
 import pytest
 from django.utils import timezone
 
+from completions import pipeline
 from completions.budget import usage_summary
 from completions.models import BudgetMonth, Generation
 
@@ -11,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 def queued(user) -> Generation:
-    return Generation.objects.start(
+    return pipeline.start(
         user, {"model": "scripted", "prompt": [1, 2, 3], "max_tokens": 50}, kind="workbench"
     )
 

@@ -19,7 +19,7 @@ def test_it_requeues_a_lost_queued_generation_once(door_stack, scripted, setting
     user = make_user()
     settings.WEFT_GENERATION_QUEUED_LIMIT_SECONDS = 300
     settings.WEFT_GENERATION_QUEUE = "completions-tests-lost"  # nobody reads it: lost
-    generation = Generation.objects.start(user, DATA, kind="workbench")
+    generation = pipeline.start(user, DATA, kind="workbench")
 
     # Not yet past the limit: left alone.
     assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 0, "failed": 0}

@@ -1,13 +1,13 @@
 import pytest
 
-from completions.models import Generation
+from completions import pipeline
 
 pytestmark = pytest.mark.django_db
 
 
 def test_it_returns_a_done_generation_with_prompt_logprobs(scripted, make_user):
     user = make_user()
-    generation = Generation.objects.run_now(
+    generation = pipeline.run_now(
         user,
         {
             "model": "scripted",
@@ -28,9 +28,7 @@ def test_it_returns_a_done_generation_with_prompt_logprobs(scripted, make_user):
 def test_it_returns_a_failed_generation_with_code_and_request_id(scripted, make_user):
     user = make_user()
     scripted.faults({"status": 504})
-    generation = Generation.objects.run_now(
-        user, {"model": "scripted", "prompt": "Hi", "max_tokens": 1}
-    )
+    generation = pipeline.run_now(user, {"model": "scripted", "prompt": "Hi", "max_tokens": 1})
     assert generation.state == "failed"
     assert generation.error_code == "upstream_deadline"
     assert generation.request_id.startswith("req-")

@@ -2,7 +2,7 @@ import pytest
 
 from completions import pipeline
 from completions.budget import usage_summary
-from completions.models import DailyUsage, Generation
+from completions.models import DailyUsage
 from completions.signals import generation_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -14,7 +14,7 @@ def test_it_replaces_the_reservation_by_the_backends_usage(scripted, make_user, 
     generation_finished.connect(
         lambda sender, generation, **kw: finished.append(generation.state), weak=False
     )
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user,
         {"model": "scripted", "prompt": "Hi there", "max_tokens": 6, "n": 2, "logprobs": 1},
         kind="workbench",
@@ -45,7 +45,7 @@ def test_it_replaces_the_reservation_by_the_backends_usage(scripted, make_user, 
 def test_it_releases_a_failed_run_that_produced_nothing(scripted, make_user, unconsumed_queue):
     user = make_user()
     scripted.faults({"status": 500})
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user, {"model": "scripted", "prompt": "Hi", "max_tokens": 6}, kind="loom"
     )
     pipeline.execute(generation.pk)
@@ -60,7 +60,7 @@ def test_it_releases_a_failed_run_that_produced_nothing(scripted, make_user, unc
 def test_it_charges_a_cut_stream_what_arrived_and_keeps_it(scripted, make_user, unconsumed_queue):
     user = make_user()
     scripted.faults({"cut_after": 4})
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user, {"model": "scripted", "prompt": [5, 6, 7], "max_tokens": 20}, kind="loom"
     )
     pipeline.execute(generation.pk)

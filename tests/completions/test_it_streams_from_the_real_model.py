@@ -4,7 +4,6 @@ import pytest
 
 from completions import pipeline
 from completions.client import forget_backend_cache
-from completions.models import Generation
 from engine.testing import run_engine
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -22,7 +21,7 @@ def test_it_checkpoints_a_real_streamed_generation(
     settings.WEFT_BACKEND_URL = f"{llama_engine}/v1"
     forget_backend_cache()
     user = make_user()
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user, {"prompt": "The capital of France is", "max_tokens": 8, "n": 2, "temperature": 0, "logprobs": 2},
         kind="workbench",
     )  # fmt: skip

@@ -7,7 +7,7 @@ import asyncio
 import httpx
 import pytest
 
-from completions.models import Generation
+from completions import pipeline
 from tests.completions.wsclient import Watcher, watch
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +25,7 @@ def test_it_streams_in_order_and_checkpoints_the_full_result(
         json={"faults": [{"first_byte_delay": 1.0, "token_delay": 0.01}]},
     )
     settings.WEFT_BACKEND_URL = f"{engine}/v1"
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user, {"model": "scripted", "prompt": "The story begins", "max_tokens": 40, "n": 2, "logprobs": 2},
         kind="workbench",
     )  # fmt: skip

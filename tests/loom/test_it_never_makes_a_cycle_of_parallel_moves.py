@@ -59,7 +59,7 @@ def test_it_refuses_the_second_of_two_crossing_moves(make_tree, monkeypatch):
 
 
 def test_it_ends_every_walk_over_a_cycle(make_tree, monkeypatch):
-    monkeypatch.setattr("loom.models.MAX_DEPTH", 100)  # 1,000,000 would take seconds
+    monkeypatch.setattr("loom.sql.MAX_DEPTH", 100)  # 1,000,000 would take seconds
     tree = make_tree(prompt="Root")
     a = tree.root.add_child(" A")
     b = a.add_child(" B")

@@ -1,6 +1,8 @@
 """A NUL byte (Postgres text cannot hold it), an over-long title or a node id
 that is not a number: each gets a message, never a 500, and nothing changes."""
 
+import re
+
 import pytest
 
 from loom.models import Node, Tree, UndoEntry
@@ -65,13 +67,15 @@ def test_it_refuses_unstorable_generation_settings_before_saving_them(client, ma
     tree = make_tree(prompt="Root")
     client.force_login(tree.owner)
     url = f"/loom/{tree.pk}/n/{tree.root.pk}/generate/"
-    for data, words in [
-        ({"model": "m\x00", "save_defaults": "on"}, "model: Null characters are not allowed"),
-        ({"stop": "\x00", "save_defaults": "on"}, "stop: Null characters are not allowed"),
-        ({"temperature": "nan", "save_defaults": "on"}, "&#x27;nan&#x27; is not a number"),
-        ({"top_p": "1e309", "save_defaults": "on"}, "&#x27;1e309&#x27; is not a number"),
-    ]:
+    for data, field, words in [
+        ({"model": "m\x00", "save_defaults": "on"}, "model", "Null characters are not allowed"),
+        ({"stop_1": "\x00", "save_defaults": "on"}, "stop", "Null characters are not allowed"),
+        ({"temperature": "nan", "save_defaults": "on"}, "temperature", "&#x27;nan&#x27; is not a number"),
+        ({"top_p": "1e309", "save_defaults": "on"}, "top_p", "&#x27;1e309&#x27; is not a number"),
+    ]:  # fmt: skip
         response = client.post(url, data, HTTP_HX_REQUEST="true")
-        assert response.status_code == 422 and words in response.text, data
+        assert response.status_code == 422, data
+        # Next to its field (the form's error slot, swapped in out of band).
+        assert re.search(rf'id="gen-err-{field}"[^>]*>[^<]*{words}', response.text), data
     tree.refresh_from_db()
     assert tree.settings == {}

@@ -1,6 +1,7 @@
 import pytest
 
 from loom.models import UNDO_KEEP, LoomError, Node, Tree
+from loom.undo import undo_last
 
 pytestmark = pytest.mark.django_db
 
@@ -24,20 +25,20 @@ def test_it_applies_each_operation_and_undoes_it(make_tree):
     # edit in place, then undo
     a.edit(" A edited")
     assert Node.objects.get(pk=a.pk).text == " A edited"
-    assert tree.undo()[1] == a.pk
+    assert undo_last(tree)[1] == a.pk
     assert Node.objects.get(pk=a.pk).text == " A"
 
     # edit as a new sibling: lands right after the node
     sib = Node.objects.get(pk=a.pk).edit(" A2", as_sibling=True)
     assert kids(root) == [" A", " A2", " B"] and sib.parent_id == root.pk
-    tree.undo()
+    undo_last(tree)
     assert kids(root) == [" A", " B"]
 
     # split: head stays, the tail adopts the children
     tail = Node.objects.get(pk=a.pk).split(1)
     assert Node.objects.get(pk=a.pk).text == " " and tail.text == "A"
     assert texts(Node.objects.get(pk=a1.pk)) == ["Root.", " ", "A", " a1"]
-    tree.undo()
+    undo_last(tree)
     assert texts(Node.objects.get(pk=a1.pk)) == ["Root.", " A", " a1"]
     assert not Node.objects.filter(pk=tail.pk).exists()
 
@@ -45,7 +46,7 @@ def test_it_applies_each_operation_and_undoes_it(make_tree):
     merged = Node.objects.get(pk=a.pk).merge_into_parent()
     assert merged.pk == root.pk and Node.objects.get(pk=root.pk).text == "Root. A"
     assert kids(root) == [" a1", " B"]
-    tree.undo()
+    undo_last(tree)
     assert Node.objects.get(pk=root.pk).text == "Root." and kids(root) == [" A", " B"]
     assert texts(Node.objects.get(pk=a1.pk)) == ["Root.", " A", " a1"]
 
@@ -54,7 +55,7 @@ def test_it_applies_each_operation_and_undoes_it(make_tree):
     assert texts(Node.objects.get(pk=a1.pk)) == ["Root.", " B", " A", " a1"]
     with pytest.raises(LoomError):
         Node.objects.get(pk=b.pk).move_to(Node.objects.get(pk=a1.pk))
-    tree.undo()
+    undo_last(tree)
     assert kids(root) == [" A", " B"] and texts(Node.objects.get(pk=a1.pk)) == [
         "Root.",
         " A",
@@ -65,21 +66,21 @@ def test_it_applies_each_operation_and_undoes_it(make_tree):
     Node.objects.filter(pk=a1.pk).update(bookmarked=True, tags=["keep"])
     assert Node.objects.get(pk=a.pk).delete_subtree() == 2
     assert not Node.objects.filter(pk__in=[a.pk, a1.pk]).exists()
-    tree.undo()
+    undo_last(tree)
     restored = Node.objects.get(pk=a1.pk)
     assert restored.parent_id == a.pk and restored.bookmarked and restored.tags == ["keep"]
     assert kids(root) == [" A", " B"]
 
     # bookmark
     assert Node.objects.get(pk=b.pk).toggle_bookmark() is True
-    tree.undo()
+    undo_last(tree)
     assert Node.objects.get(pk=b.pk).bookmarked is False
 
     # hand-written child
     Node.objects.get(pk=b.pk).add_child(" b1")
-    tree.undo()
+    undo_last(tree)
     assert kids(Node.objects.get(pk=b.pk)) == []
-    assert tree.undo() is not None  # the adds of a, b, a1 are logged too
+    assert undo_last(tree) is not None  # the adds of a, b, a1 are logged too
 
 
 def test_it_keeps_at_least_20_undo_steps_across_reloads(make_tree):
@@ -90,7 +91,7 @@ def test_it_keeps_at_least_20_undo_steps_across_reloads(make_tree):
     assert tree.undo_log.count() == 30 <= UNDO_KEEP
     fresh = Tree.objects.get(pk=tree.pk)  # as after a reload: nothing kept in memory
     for expected in range(29, 9, -1):
-        fresh.undo()
+        undo_last(fresh)
         assert Node.objects.get(pk=node.pk).text == str(expected)
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from loom.formats import exporters
 from loom.models import Node
+from loom.undo import undo_last
 from tests.loom.conftest import build_chain
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +37,7 @@ def test_it_reads_path_children_and_exports_a_10000_deep_chain(
     # Deleting the chain below the root is one cascade, and undo puts it all back.
     assert chain[0].delete_subtree() == DEPTH
     assert Node.objects.filter(tree=tree).count() == 1
-    tree.undo()
+    undo_last(tree)
     assert len(Node.objects.path_to(deepest)) == DEPTH + 1
 
 

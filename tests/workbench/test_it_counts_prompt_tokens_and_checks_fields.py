@@ -37,5 +37,7 @@ def test_it_counts_prompt_tokens_and_checks_fields(client, make_user, engine):
     html = client.post("/workbench/check/", {**base, "prompt": "x", "temperature": "warm"})
     assert "number" in slot(html.content.decode(), "temperature")
     page = client.get("/workbench/").content.decode()
-    assert 'name="temperature" value="1.0" type="number" step="any" min="0" max="100"' in page
+    # A text input: the browser sends what was typed, so "abc" reaches the server.
+    assert 'name="temperature" value="1.0" type="text" inputmode="decimal"' in page
+    assert "0 – 100; default 1" in page  # the help shows the schema's bounds
     assert '<option value="scripted" selected>scripted (default)</option>' in page

@@ -5,7 +5,6 @@ import pytest
 
 from completions import pipeline
 from completions.client import forget_backend_cache
-from completions.models import Generation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -15,7 +14,7 @@ def test_it_shows_the_backends_retry_after_on_a_failed_run(engine, settings, mak
     settings.WEFT_GENERATION_QUEUE = "workbench-tests-unconsumed"  # run in this process
     forget_backend_cache()
     user = make_user()
-    generation = Generation.objects.start(
+    generation = pipeline.start(
         user, {"model": "scripted", "prompt": "The owl", "max_tokens": 5}, kind="workbench"
     )
     engine.fault({"status": 429, "retry_after": 60})

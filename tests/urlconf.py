@@ -1,0 +1,102 @@
+"""The project's URLconf for tests that must cover every view (the input fuzzer,
+the ownership check): the named URLs, a user owning one of everything a path id can
+name, and a digest of a user's data to compare before and after a request."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+
+def urlconf_names() -> dict[str, URLPattern]:
+    """Every named URL of the project (admin excepted: staff only, Django's own)."""
+    out: dict[str, URLPattern] = {}
+
+    def walk(patterns, namespace: str) -> None:
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                if p.namespace == "admin":
+                    continue
+                ns = f"{namespace}{p.namespace}:" if p.namespace else namespace
+                walk(p.url_patterns, ns)
+            elif p.name:
+                out[f"{namespace}{p.name}"] = p
+
+    walk(get_resolver().url_patterns, "")
+    return out
+
+
+def make_world(user) -> dict[str, Any]:
+    """`user` owning one of everything a path id can name, and a client logged in as
+    them: {"user", "ids" (path kwarg -> id, or a list of ids), "client"}."""
+    from api.models import ApiKey
+    from completions.models import Generation
+    from loom.models import Author, Tree
+    from workbench.models import Preset, Run, SavedPrompt
+
+    tree = Tree.objects.create_from_prompt(user, "The owl sang")
+    child = tree.root.add_child(" to the moon", author=Author.MODEL,
+                                logprobs={"tokens": [" to", " the", " moon"],
+                                          "token_logprobs": [-1.0, -0.5, -2.0],
+                                          "top_logprobs": [{" to": -1.0, " at": -1.2}, None, None]})  # fmt: skip
+    done = Generation.objects.create(
+        owner=user, kind="workbench", params={"prompt": "x", "max_tokens": 2}, state="done",
+        choices=[{"index": 0, "text": " a"}, {"index": 1, "text": " b"}],
+    )  # fmt: skip
+    loom = Generation.objects.create(
+        owner=user, kind="loom", params={"prompt": "x"}, state="done",
+        target={"tree": tree.pk, "parent": child.pk}, choices=[{"index": 0, "text": " c"}],
+    )  # fmt: skip
+    inspect = Generation.objects.create(
+        owner=user, kind="inspect", params={"prompt": "x"}, state="done", choices=[],
+        target={"mode": "score", "tab": "score", "rows": [
+            {"position": 0, "id": 1, "text": "x", "logprob": None, "top": []}]},
+    )  # fmt: skip
+    run = Run.objects.save_generation(done, title="kept")
+    ids = {
+        "tree_id": tree.pk,
+        "node_id": child.pk,
+        "generation_id": [done.pk, loom.pk, inspect.pk],
+        "run_id": run.pk,
+        "preset_id": Preset.objects.create(owner=user, name="p", params={"n": 2}).pk,
+        "prompt_id": SavedPrompt.objects.create(owner=user, name="s", prompt="hi").pk,
+        "key_id": ApiKey.objects.create_key(user, "k")[0].pk,
+    }
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    return {"user": user, "ids": ids, "client": client}
+
+
+def snapshot(user) -> str:
+    """The user's data, as a digest: what a refused request must leave alone."""
+    from api.models import ApiKey
+    from completions.models import Generation
+    from loom.models import Node, Tree
+    from workbench.models import Preset, Run, Sample, SavedPrompt
+
+    parts = [
+        list(Tree.objects.filter(owner=user).order_by("pk").values_list("pk", "title")),
+        list(
+            Node.objects.filter(tree__owner=user)
+            .order_by("pk")
+            .values_list("pk", "parent_id", "text", "tags", "bookmarked", "archived")
+        ),
+        list(Run.objects.filter(owner=user).order_by("pk").values_list("pk", "title", "note")),
+        list(Sample.objects.filter(run__owner=user).order_by("pk").values_list("pk", "text")),
+        list(Preset.objects.filter(owner=user).order_by("pk").values_list("pk", "name", "params")),
+        list(SavedPrompt.objects.filter(owner=user).order_by("pk").values_list("pk", "name")),
+        list(
+            ApiKey.objects.filter(user=user).order_by("pk").values_list("pk", "name", "revoked_at")
+        ),
+        # A request refused after it was sent records its outcome (failed/refused).
+        list(
+            Generation.objects.filter(owner=user)
+            .exclude(state__in=["failed", "refused"])
+            .order_by("pk")
+            .values_list("pk", "state", "claimed_at")
+        ),
+    ]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()

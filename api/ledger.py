@@ -356,9 +356,9 @@ def release_stale() -> int:
             if locked.settled:
                 continue
             if locked.budget_month is not None:  # None: refused before any reservation
-                ApiKeyMonth.objects.filter(
-                    key_id=locked.key_id, month=locked.budget_month
-                ).update(reserved=F("reserved") - locked.reserved_tokens)
+                ApiKeyMonth.objects.filter(key_id=locked.key_id, month=locked.budget_month).update(
+                    reserved=F("reserved") - locked.reserved_tokens
+                )
             locked.settled = True
             locked.error_code = locked.error_code or "process_lost"
             locked.finished_at = timezone.now()

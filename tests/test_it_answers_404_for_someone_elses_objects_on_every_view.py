@@ -48,7 +48,7 @@ def _urls(name: str, ids: dict) -> list[str]:
 
 def test_it_checks_every_view_that_takes_an_id():
     assert len(WITH_IDS) >= 25  # the project's views with ids, at the time of writing
-    assert {"wb_result", "loom:action", "inspect_export", "generation_cancel"} <= set(WITH_IDS)
+    assert {"wb_save", "loom:action", "inspect_export", "generation_cancel"} <= set(WITH_IDS)
 
 
 @pytest.mark.parametrize("name", WITH_IDS)

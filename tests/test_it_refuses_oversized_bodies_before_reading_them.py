@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from api.models import ApiKey
+from api.models import ApiKey, ApiRequest
 from tests.support import Supervisor, free_port, start_web
 
 LIMIT = 64 * 1024
@@ -79,7 +79,8 @@ def test_it_cuts_a_chunked_body_at_the_limit(server):
 
 @pytest.mark.django_db(transaction=True)
 def test_it_answers_the_api_in_json(server, make_user):
-    _, secret = ApiKey.objects.create_key(make_user(), "big bodies")
+    key_owner = make_user()
+    _, secret = ApiKey.objects.create_key(key_owner, "big bodies")
     answer = exchange(
         server,
         head(
@@ -93,6 +94,13 @@ def test_it_answers_the_api_in_json(server, make_user):
     assert b"application/json" in answer.split(b"\r\n\r\n")[0]
     body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
     assert body["error"]["code"] == "request_too_large"
+    # The proxy records the request's metadata after answering; wait for it, so the
+    # test's teardown (a TRUNCATE) never races the server's write.
+    key = ApiKey.objects.get(user__username=key_owner.username)
+    deadline = time.monotonic() + 10
+    while not ApiRequest.objects.filter(key=key, status=413).exists():
+        assert time.monotonic() < deadline, "the 413 was never recorded"
+        time.sleep(0.05)
 
 
 @pytest.mark.django_db

@@ -269,20 +269,28 @@ def _presets(request: HttpRequest, **extra: Any) -> HttpResponse:
     return render(request, f"{PAGE}#presets", context)
 
 
-@require_POST
-def preset_save(request: HttpRequest) -> HttpResponse:
-    form = PresetForm(request.POST)
+def _to_save(
+    request: HttpRequest, form: PresetForm | SavedPromptForm, name_field: str, what: str
+) -> tuple[str, dict] | str:
+    """(name, parameters to store) of a preset or saved prompt, or why it is refused."""
     if not form.is_valid():
-        if "preset_name" in form.errors and not request.POST.get("preset_name", "").strip():
-            return _presets(request, preset_error="Name the preset first.")
-        return _presets(request, preset_error=f"Not saved: {first_error(form)}")
+        if name_field in form.errors and not request.POST.get(name_field, "").strip():
+            return f"Name the {what} first."
+        return f"Not saved: {first_error(form)}"
     if (unstorable := check_text(request.POST)) is not None:
-        return _presets(request, preset_error=f"Not saved: {unstorable}")
+        return f"Not saved: {unstorable}"
     data, invalid, _ = params.parse(request.POST, with_prompt=False)
     if invalid is not None:
-        return _presets(request, preset_error=f"Not saved: {invalid}")
-    name = form.cleaned_data["preset_name"]
-    data = params.stored_params(data)
+        return f"Not saved: {invalid}"
+    return form.cleaned_data[name_field], params.stored_params(data)
+
+
+@require_POST
+def preset_save(request: HttpRequest) -> HttpResponse:
+    saving = _to_save(request, PresetForm(request.POST), "preset_name", "preset")
+    if isinstance(saving, str):
+        return _presets(request, preset_error=saving)
+    name, data = saving
     Preset.objects.update_or_create(owner=request.user, name=name, defaults={"params": data})
     return _presets(request, preset_message=f"Saved preset “{name}”.")
 
@@ -309,17 +317,10 @@ def _prompts(request: HttpRequest, **extra: Any) -> HttpResponse:
 @require_POST
 def prompt_save(request: HttpRequest) -> HttpResponse:
     form = SavedPromptForm(request.POST)
-    if not form.is_valid():
-        if "prompt_name" in form.errors and not request.POST.get("prompt_name", "").strip():
-            return _prompts(request, prompt_error="Name the prompt first.")
-        return _prompts(request, prompt_error=f"Not saved: {first_error(form)}")
-    if (unstorable := check_text(request.POST)) is not None:
-        return _prompts(request, prompt_error=f"Not saved: {unstorable}")
-    data, invalid, _ = params.parse(request.POST, with_prompt=False)
-    if invalid is not None:
-        return _prompts(request, prompt_error=f"Not saved: {invalid}")
-    name = form.cleaned_data["prompt_name"]
-    data = params.stored_params(data)
+    saving = _to_save(request, form, "prompt_name", "prompt")
+    if isinstance(saving, str):
+        return _prompts(request, prompt_error=saving)
+    name, data = saving
     SavedPrompt.objects.update_or_create(
         owner=request.user,
         name=name,

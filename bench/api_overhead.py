@@ -29,9 +29,9 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -240,8 +240,8 @@ def main() -> None:
     parser.add_argument("--concurrent-tokens", type=int, default=24)
     args = parser.parse_args()
     sup = launcher.Supervisor()
+    scratch = launcher.scratch_dir("weft-bench-api-")  # as root, the services' user writes here
     with (
-        tempfile.TemporaryDirectory(prefix="weft-bench-api-") as tmp,
         run_engine("scripted", log_level="warning") as fast,
         run_engine("scripted", token_delay=args.token_delay, log_level="warning") as paced,
     ):
@@ -250,7 +250,7 @@ def main() -> None:
                 {"name": "fast", "url": f"{fast}/v1", "models": {"fast": "scripted"}},
                 {"name": "paced", "url": f"{paced}/v1", "models": {"paced": "scripted"}},
             ]
-            env = start_services(Path(tmp), sup, backends)
+            env = start_services(scratch, sup, backends)
             weft = start_web(sup, env) + "/v1"
             keys = make_keys(env, 4)
             print(f"uptime: {os.popen('uptime').read().strip()}")
@@ -275,6 +275,7 @@ def main() -> None:
             print(f"uptime: {os.popen('uptime').read().strip()}")
         finally:
             sup.stop_all()
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

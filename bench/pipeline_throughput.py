@@ -34,58 +34,16 @@ import threading
 import time
 from pathlib import Path
 
-from completions import pipeline
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.stack import percentile, start_services, start_web  # noqa: E402
 from config import launcher  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
 
 QUEUE = "bench"
 PICKUP_MS: list[float] = []  # enqueue -> the worker has claimed the row
 PROMPT = "Once upon a time, in a quiet village by the sea,"
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-def start_services(scratch: Path, sup: launcher.Supervisor) -> dict[str, str]:
-    launcher.start_postgres(sup, scratch / "pg", durable=False)
-    launcher.ensure_database(scratch / "pg", "weft")
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=f"postgresql://postgres@/weft?host={scratch / 'pg'}",
-        REDIS_URL=launcher.start_redis(sup, scratch / "redis.sock", persist=False),
-        WEFT_DATA_DIR=str(scratch / "data"),
-        # One key for every process: session auth hashes must agree across them.
-        SECRET_KEY="bench-" + os.urandom(16).hex(),
-        WEFT_MONTHLY_TOKEN_BUDGET=str(10**12),
-        WEFT_LOG_LEVEL="WARNING",
-        # Keep database connections across tasks, as a production worker would.
-        DATABASE_CONN_MAX_AGE="60",
-        DJANGO_SETTINGS_MODULE="config.settings",
-    )
-    launcher.manage(env, "migrate", "--noinput", capture=True)
-    return env
-
-
-def start_web(sup: launcher.Supervisor, env: dict[str, str]) -> str:
-    import httpx
-
-    port = 18000 + os.getpid() % 1000
-    proc = sup.start(
-        "web", [*launcher.web_command("127.0.0.1", port), "--log-level", "warning"], env_vars=env
-    )
-    url = f"http://127.0.0.1:{port}"
-    launcher.wait_for(
-        "web", lambda: httpx.get(f"{url}/login/", timeout=2).status_code == 200, proc, 60
-    )
-    return url
 
 
 def start_worker(sup: launcher.Supervisor, env: dict[str, str], log: Path) -> subprocess.Popen:
@@ -130,6 +88,7 @@ async def paired_run(
     import websockets
     from asgiref.sync import sync_to_async
 
+    from completions import pipeline  # after django.setup() in main()
     from completions.tasks import run_generation
 
     generation = await sync_to_async(pipeline.start)(user, body, kind="workbench")
@@ -223,7 +182,13 @@ def main() -> None:
     sup = launcher.Supervisor()
     results = []
     try:
-        env = start_services(scratch, sup)
+        env = start_services(
+            scratch,
+            sup,
+            WEFT_MONTHLY_TOKEN_BUDGET=str(10**12),
+            # Keep database connections across tasks, as a production worker would.
+            DATABASE_CONN_MAX_AGE="60",
+        )
         os.environ.update(env)
         import django
 
@@ -235,7 +200,7 @@ def main() -> None:
         client = Client()
         client.force_login(user)
         cookie = client.cookies["sessionid"].value
-        web = start_web(sup, env)
+        web = start_web(sup, env, 18000 + os.getpid() % 1000)
 
         backends = [("scripted", {"token_delay": args.scripted_delay}, args.scripted_tokens)]
         if not args.no_llama:

@@ -249,7 +249,9 @@ def run(request: HttpRequest) -> HttpResponse:
 def rerun_generation(request: HttpRequest, generation_id: int) -> HttpResponse:
     """The same request as a new run on the page, seed included (every run has one: the
     door draws it when the form leaves it empty), so the text comes out the same."""
-    original = _own_generation(request, generation_id)
+    original = get_object_or_404(
+        Generation, pk=generation_id, owner=request.user, kind=Generation.Kind.WORKBENCH
+    )
     body = {k: v for k, v in (original.params or {}).items() if k not in TRANSPORT_PARAMS}
     context: dict[str, Any] = {}
     try:

@@ -48,12 +48,13 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-b
 PASSWORD = "bench-password-long"
 
 # Installed before each click: resolves window.__firstToken with the time the first
-# character appears in any live target of a run newer than the ones on the page.
+# character of a sample appears in a run newer than the ones on the page.
 WATCH = """() => {
   const known = new Set([...document.querySelectorAll('.run')].map((r) => r.id));
   window.__firstToken = null;
   const observer = new MutationObserver(() => {
-    for (const pre of document.querySelectorAll('.run pre[id*="-choice-"]')) {
+    // A live target, or the saved result when the run ended before the socket joined.
+    for (const pre of document.querySelectorAll('.run .sample-text')) {
       if (!known.has(pre.closest('.run').id) && pre.textContent.length > 0) {
         window.__firstToken = performance.now();
         observer.disconnect();

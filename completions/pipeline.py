@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 import threading
 import time
 import uuid
@@ -130,6 +131,15 @@ def prepare(data: dict, *, stream: bool) -> tuple[CompletionParams, int]:
     return params, sum(counts)
 
 
+# Below 2**31 with room for n: backends seed a 32-bit generator with seed + sample index
+# (vLLM's children of an n > 1 request, the local engine), and a short number reads well.
+SEED_LIMIT = 2**31 - 2**10
+
+
+def new_seed() -> int:
+    return secrets.randbelow(SEED_LIMIT)
+
+
 def _reserve_and_create(
     user: Any, params: CompletionParams, prompt_tokens: int, *, state: str, **fields: Any
 ) -> Generation:
@@ -158,7 +168,13 @@ def start(
     workload: Workload = "interactive",
     stream: bool = True,
     record_refusal: bool = False,
+    draw_seed: bool = True,
 ) -> Generation:
+    """Validate, reserve and enqueue a page's run. Without a seed the door draws one
+    (`draw_seed`), sends it and records it in the generation's params, so the same
+    request again reproduces the run exactly (a Re-run, a node's recorded seed)."""
+    if draw_seed and data.get("seed") is None:
+        data = {**data, "seed": new_seed()}
     params, prompt_tokens = prepare(data, stream=stream)
     try:
         with transaction.atomic():

@@ -35,7 +35,7 @@ def make_world(user) -> dict[str, Any]:
     from api.models import ApiKey
     from completions.models import Generation
     from loom.models import Author, Tree
-    from workbench.models import Preset, Run, SavedPrompt
+    from workbench.models import Draft, Preset, Run, SavedPrompt
 
     tree = Tree.objects.create_from_prompt(user, "The owl sang")
     child = tree.root.add_child(" to the moon", author=Author.MODEL,
@@ -56,6 +56,9 @@ def make_world(user) -> dict[str, Any]:
             {"position": 0, "id": 1, "text": "x", "logprob": None, "top": []}]},
     )  # fmt: skip
     run = Run.objects.save_generation(done, title="kept")
+    Draft.objects.create(
+        owner=user, values={"prompt": "a draft", "max_tokens": "abc"}, runs=[done.pk]
+    )
     ids = {
         "tree_id": tree.pk,
         "node_id": child.pk,
@@ -75,7 +78,7 @@ def snapshot(user) -> str:
     from api.models import ApiKey
     from completions.models import Generation
     from loom.models import Node, Tree
-    from workbench.models import Preset, Run, Sample, SavedPrompt
+    from workbench.models import Draft, Preset, Run, Sample, SavedPrompt
 
     parts = [
         list(Tree.objects.filter(owner=user).order_by("pk").values_list("pk", "title")),
@@ -88,6 +91,7 @@ def snapshot(user) -> str:
         list(Sample.objects.filter(run__owner=user).order_by("pk").values_list("pk", "text")),
         list(Preset.objects.filter(owner=user).order_by("pk").values_list("pk", "name", "params")),
         list(SavedPrompt.objects.filter(owner=user).order_by("pk").values_list("pk", "name")),
+        list(Draft.objects.filter(owner=user).values_list("pk", "values", "runs")),
         list(
             ApiKey.objects.filter(user=user).order_by("pk").values_list("pk", "name", "revoked_at")
         ),

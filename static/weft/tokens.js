@@ -196,11 +196,22 @@
       close(true);
     }
   }, true);
+  // One Escape closes an open popover wherever focus is (opened by hover while typing
+  // elsewhere, or its chip replaced by a stream's swap); handled above when focus is on
+  // the chip or in the popover.
+  document.addEventListener("keydown", (e) => {
+    if (e.key !== "Escape" || !pop) return;
+    const inside = pop.contains(document.activeElement) || document.activeElement === chip;
+    e.preventDefault();
+    close(inside && chip && chip.isConnected);
+  });
   // The chip moved (a panel scrolled): keep the popover beside it.
   document.addEventListener("scroll", place, true);
   window.addEventListener("resize", place);
   // A swap that removes the chip takes its popover with it.
-  document.addEventListener("htmx:afterSwap", () => {
-    if (chip && !chip.isConnected) close(false);
-  });
+  for (const name of ["htmx:afterSwap", "htmx:oobAfterSwap"]) {
+    document.addEventListener(name, () => {
+      if (chip && !chip.isConnected) close(false);
+    });
+  }
 })();

@@ -18,7 +18,7 @@ from completions.client import count_tokens, get_model, list_models
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
-from core.shortcuts import int_or_404
+from core.shortcuts import int_or_404, own_generation
 from loom.forms import first_error
 from loom.models import Tree
 from workbench import code, params
@@ -94,10 +94,6 @@ def _budget(request: HttpRequest) -> dict[str, int]:
     return usage_summary(request.user)
 
 
-def _own_generation(request: HttpRequest, generation_id: int) -> Generation:
-    return get_object_or_404(Generation, pk=generation_id, owner=request.user, kind__in=KINDS)
-
-
 def result_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
     body = generation.params or {}
     saved = generation.runs.filter(owner=request.user).order_by("-pk").first()
@@ -127,7 +123,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
     elif "run" in request.GET:
         body = _own_or_404(Run, request, request.GET["run"]).request_params
     elif "generation" in request.GET:
-        generation = _own_generation(request, int_or_404(request.GET["generation"]))
+        generation = own_generation(request, int_or_404(request.GET["generation"]), *KINDS)
         lifecycle.check_alive(generation)
         body = generation.params or {}
     body = {k: v for k, v in body.items() if k not in TRANSPORT_PARAMS}
@@ -222,7 +218,7 @@ def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
 
 @require_POST
 def save(request: HttpRequest, generation_id: int) -> HttpResponse:
-    generation = _own_generation(request, generation_id)
+    generation = own_generation(request, generation_id, *KINDS)
     if not generation.is_terminal:
         return render(request, f"{RESULTS}#save_error", {"message": "Wait for the run to end."})
     form = SaveForm(

@@ -2,14 +2,13 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
+from api.ledger import usage_by_key  # the API's per-key section of the usage page
 from completions import budget, lifecycle
 from completions.registry import render_result
 from core.shortcuts import own_generation
 
 
 def usage(request):
-    from api.ledger import usage_by_key  # the API's per-key section of this page
-
     month = budget.month_of()
     context = {
         "summary": budget.usage_summary(request.user, month),

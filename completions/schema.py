@@ -37,6 +37,14 @@ MAX_STOP = 4
 DEFAULT_MAX_LOGPROBS = 100
 DEFAULT_FULL_VOCAB_MAX_PROMPT_TOKENS = 1024
 
+# The seed's fields, as its reference lists them: what the published spec is checked
+# against (tests/api/test_it_publishes_every_bound_in_the_spec.py).
+FIELDS = (
+    "model prompt max_tokens n stop temperature top_p top_k min_p presence_penalty "
+    "frequency_penalty repetition_penalty seed logprobs prompt_logprobs echo stream "
+    "stream_options user add_special_tokens"
+).split()
+
 
 @dataclass(frozen=True)
 class ModelInfo:

@@ -208,7 +208,9 @@ def state_fragment(
             "state": state,
             "label": state_label(state),
             "error_code": error_code,
-            "request_id": request_id if state in ("failed", "refused") else "",
+            "request_id": request_id
+            if state in (Generation.State.FAILED, Generation.State.REFUSED)
+            else "",
             "oob": True,
         },
     )

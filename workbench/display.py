@@ -8,6 +8,7 @@ Nothing here marks text safe: templates escape every string at render time.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,17 +34,9 @@ def divergence_points(texts: list[str]) -> list[int | None]:
         best = 0
         for j, other in enumerate(texts):
             if i != j:
-                best = max(best, len(_common_prefix(text, other)))
+                best = max(best, len(os.path.commonprefix((text, other))))  # by character
         points.append(None if best >= len(text) else best)
     return points
-
-
-def _common_prefix(a: str, b: str) -> str:
-    n = 0
-    limit = min(len(a), len(b))
-    while n < limit and a[n] == b[n]:
-        n += 1
-    return a[:n]
 
 
 @dataclass
@@ -132,7 +125,7 @@ def compare_pairs(
         point = None
         if a is not None and b is not None:
             ta, tb = a.get("text") or "", b.get("text") or ""
-            common = len(_common_prefix(ta, tb))
+            common = len(os.path.commonprefix([ta, tb]))
             point = None if ta == tb else common
         pairs.append(
             ComparedPair(

@@ -20,7 +20,7 @@ from completions.client import count_tokens, get_model, list_models
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
-from core.shortcuts import int_or_404
+from core.shortcuts import int_or_404, own_generation
 from core.tokens import chips_for, chips_html
 from loom.forms import first_error
 from loom.models import Tree
@@ -98,10 +98,6 @@ def _budget(request: HttpRequest) -> dict[str, int]:
     return usage_summary(request.user)
 
 
-def _own_generation(request: HttpRequest, generation_id: int) -> Generation:
-    return get_object_or_404(Generation, pk=generation_id, owner=request.user, kind__in=KINDS)
-
-
 def result_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
     body = generation.params or {}
     saved = generation.runs.filter(owner=request.user).order_by("-pk").first()
@@ -135,7 +131,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
     elif "run" in request.GET:
         body = _own_or_404(Run, request, request.GET["run"]).request_params
     elif "generation" in request.GET:
-        opened = _own_generation(request, int_or_404(request.GET["generation"]))
+        opened = own_generation(request, int_or_404(request.GET["generation"]), *KINDS)
         if opened.kind == Generation.Kind.INSPECT and (opened.target or {}).get("mode"):
             return redirect("inspect_result", opened.pk)  # a scoring opens in Inspect
         body = opened.params or {}
@@ -273,7 +269,7 @@ def rerun_generation(request: HttpRequest, generation_id: int) -> HttpResponse:
 @require_POST
 def dismiss(request: HttpRequest, generation_id: int) -> HttpResponse:
     """Take a run off the page (it stays under Recover until saved or expired)."""
-    generation = _own_generation(request, generation_id)
+    generation = own_generation(request, generation_id, *KINDS)
     Draft.objects.of(request.user).hide_run(generation)
     return HttpResponse(status=204)
 
@@ -288,7 +284,7 @@ def draft(request: HttpRequest) -> HttpResponse:
         context = {"draft_error": first_error(form)}
         return render(request, f"{PAGE}#draft_status", context, status=400)
     show = form.cleaned_data.get("show")
-    generation = _own_generation(request, show) if show else None
+    generation = own_generation(request, show, *KINDS) if show else None
     current = Draft.objects.of(request.user)
     current.update_values(form.values())
     if generation is not None:
@@ -322,7 +318,7 @@ def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
 
 @require_POST
 def save(request: HttpRequest, generation_id: int) -> HttpResponse:
-    generation = _own_generation(request, generation_id)
+    generation = own_generation(request, generation_id, *KINDS)
     if not generation.is_terminal:
         return render(request, f"{RESULTS}#save_error", {"message": "Wait for the run to end."})
     form = SaveForm(

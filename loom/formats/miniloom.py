@@ -3,6 +3,8 @@ full text, rebuilt along one path at a time (work linear in the file)."""
 
 from __future__ import annotations
 
+import os
+
 from diff_match_patch import diff_match_patch
 
 from loom.formats.records import (
@@ -100,7 +102,7 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
             rec.text = text[len(base) :]
             path.push(rec.key, rec.text, full=False)
         else:
-            rec.text = text[_common_prefix(base, text) :]
+            rec.text = text[len(os.path.commonprefix((base, text))) :]
             rec.extra["full_text"] = text
             path.push(rec.key, text, full=True)
     focus = doc.get("focus")
@@ -186,11 +188,3 @@ def _appended(dmp: diff_match_patch, patch_text: str, path: _TextPath, key: str)
     if path.tail(len(context)) != context:
         return None
     return diffs[-1][1]
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i

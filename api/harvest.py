@@ -33,7 +33,7 @@ PREFIX = "/v1/harvest/"
 ROUTE = "/v1/harvest/{id}"
 RECHECK_SECONDS = 2.0
 DECLINED_RETRY_AFTER = 1
-_WAIT = re.compile(r"^\d+(\.\d+)?$")
+_WAIT = re.compile(r"^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$")  # a plain non-negative number
 
 # --- submitting (called by api.proxy) ------------------------------------------------------
 

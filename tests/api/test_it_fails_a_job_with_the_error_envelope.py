@@ -35,7 +35,10 @@ def test_it_stores_the_seeds_error_envelope(jobs_api, make_key, fault, code):
     assert envelope["error"]["code"] == code
     assert envelope["error"]["type"] == "server_error"
     if sync is not None:
-        assert (envelope["error"]["code"], envelope["error"]["type"]) == (sync["code"], sync["type"])
+        assert (envelope["error"]["code"], envelope["error"]["type"]) == (
+            sync["code"],
+            sync["type"],
+        )
     assert envelope["request_id"].startswith("req-")
     assert failed["usage"]["completion_tokens"] == 0
     prompt = failed["usage"]["prompt_tokens"]

@@ -23,7 +23,9 @@ def test_it_answers_404_for_someone_elses_job(jobs_api, make_key, make_user):
         f"{api}/completions", json=BODY, headers={**ASYNC, "Authorization": f"Bearer {mine}"}
     ).json()
     location = f"{api}/harvest/{job['id']}"
-    harvest_until(httpx.Client(headers={"Authorization": f"Bearer {mine}"}), location, {"succeeded"})
+    harvest_until(
+        httpx.Client(headers={"Authorization": f"Bearer {mine}"}), location, {"succeeded"}
+    )
     for secret in (sibling, stranger):
         auth = {"Authorization": f"Bearer {secret}"}
         for method in ("GET", "DELETE"):
@@ -33,7 +35,11 @@ def test_it_answers_404_for_someone_elses_job(jobs_api, make_key, make_user):
             assert answer.headers["x-request-id"] == answer.json()["request_id"]
     assert CompletionJob.objects.get(public_id=job["id"]).status == "succeeded"
     auth = {"Authorization": f"Bearer {stranger}"}
-    for path in ("/harvest/job-000000000000000000000000", "/harvest/nonsense", "/harvest/%27%20or%201"):
+    for path in (
+        "/harvest/job-000000000000000000000000",
+        "/harvest/nonsense",
+        "/harvest/%27%20or%201",
+    ):
         answer = httpx.get(f"{api}{path}", headers=auth)
         assert answer.status_code == 404
         assert answer.json()["error"]["code"] == "job_not_found"

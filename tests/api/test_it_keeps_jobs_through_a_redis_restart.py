@@ -28,7 +28,9 @@ def stack(django_db_setup, proxy_engine):
 
 
 def client(stack: JobStack, secret: str) -> httpx.Client:
-    return httpx.Client(base_url=stack.api, headers={"Authorization": f"Bearer {secret}"}, timeout=30)
+    return httpx.Client(
+        base_url=stack.api, headers={"Authorization": f"Bearer {secret}"}, timeout=30
+    )
 
 
 def test_it_sends_again_a_message_lost_with_redis(stack, proxy_engine, make_key):

@@ -18,12 +18,12 @@ BODY = {"model": "llama-8b", "prompt": "The capital of France is", "max_tokens":
         "logprobs": 2}  # fmt: skip
 
 
-def test_it_answers_202_and_harvests_the_same_body_as_a_synchronous_request(
-    jobs_api, make_key
-):
+def test_it_answers_202_and_harvests_the_same_body_as_a_synchronous_request(jobs_api, make_key):
     api, backend = jobs_api
     key, secret = make_key()
-    http = httpx.Client(base_url=api.removesuffix("/v1"), headers={"Authorization": f"Bearer {secret}"})
+    http = httpx.Client(
+        base_url=api.removesuffix("/v1"), headers={"Authorization": f"Bearer {secret}"}
+    )
     submitted = http.post("/v1/completions", json=BODY, headers=ASYNC)
     assert submitted.status_code == 202, submitted.text
     job = submitted.json()

@@ -23,7 +23,9 @@ def test_it_runs_the_job_again_and_charges_once(stack, proxy_engine, make_key):
     backend = ProxyBackend(proxy_engine)
     backend.reset()
     key, secret = make_key()
-    http = httpx.Client(base_url=stack.api, headers={"Authorization": f"Bearer {secret}"}, timeout=30)
+    http = httpx.Client(
+        base_url=stack.api, headers={"Authorization": f"Bearer {secret}"}, timeout=30
+    )
     backend.faults({"first_byte_delay": 8})  # the first attempt is killed long before
     body = {"model": "llama-8b", "prompt": [5, 6, 7], "max_tokens": 8, "seed": 11}
     job = http.post("/completions", json=body, headers=ASYNC).json()

@@ -232,7 +232,7 @@ async def _enter(request_id: str, wait: float) -> bool:
     lease = int((wait + LEASE_SLACK_SECONDS) * 1000)
     ttl = int((settings.WEFT_JOB_LONGPOLL_MAX_SECONDS + LEASE_SLACK_SECONDS) * 2000)
     script = client.register_script(ENTER)
-    args = [request_id, settings.WEFT_JOB_MAX_LONGPOLLS, lease, ttl]
+    args: list[str | int] = [request_id, settings.WEFT_JOB_MAX_LONGPOLLS, lease, ttl]
     return bool(await script(keys=[WAITING_KEY], args=args))
 
 

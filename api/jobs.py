@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -449,7 +450,7 @@ async def _call(job: CompletionJob) -> Outcome:
     if not isinstance(body, dict) or "error" in body or not isinstance(body.get("choices"), list):
         error = ApiError("upstream_error", "the backend answered with something not a completion")
         return await _failed(job, to, error, served)
-    usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+    usage: dict[str, Any] = body["usage"] if isinstance(body.get("usage"), dict) else {}
     prompt = _count(usage.get("prompt_tokens"))
     completion = _count(usage.get("completion_tokens"))
     if prompt is None or completion is None:
@@ -502,7 +503,8 @@ def finish(job: CompletionJob, run_token: str, outcome: Outcome) -> bool:
 
 def error_body(error: ApiError, job: CompletionJob) -> dict[str, Any]:
     """The envelope a synchronous request would have answered with."""
-    request_id = job.api_request.request_id if job.api_request_id else ""
+    submission = job.api_request
+    request_id = submission.request_id if submission is not None else ""
     return envelope(error.code, error.message, request_id=request_id, param=error.param)
 
 
@@ -611,15 +613,16 @@ def expire() -> dict[str, int]:
     counts = {"queued": 0, "content": 0, "deleted": 0}
     for job in CompletionJob.objects.queue_expired(now):
         with transaction.atomic():
-            row = CompletionJob.objects.queue_expired(now).select_for_update().filter(pk=job.pk)
-            row = row.first()
+            row = (
+                CompletionJob.objects.queue_expired(now).select_for_update().filter(pk=job.pk)
+            ).first()
             if row is None:
                 continue
             row.expired_from = Status.QUEUED
             row.request = None
             row.content_deleted_at = now
             _end(row, Status.EXPIRED, charge=(0, 0))
-            transaction.on_commit(lambda row=row: publish(row.public_id))
+            transaction.on_commit(functools.partial(publish, row.public_id))
             counts["queued"] += 1
     counts["content"] = CompletionJob.objects.content_expired(now).update(
         expired_from=F("status"),

@@ -164,7 +164,8 @@ async def _load(key: ApiKey, job_id: str) -> CompletionJob:
 
 async def harvest(req: Request) -> None:
     key = await auth.authenticate(req.headers)
-    await _recorded(req, key, _harvest(req, key))
+    # A client that leaves mid-wait gives its long-poll place back at once.
+    await _recorded(req, key, req.until_disconnect(_harvest(req, key)))
 
 
 async def _harvest(req: Request, key: ApiKey) -> None:

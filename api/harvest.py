@@ -97,6 +97,9 @@ class JobRequest:
             if creating.exception() is not None:
                 await _give_back(res, req, 499, "client_closed")
             raise
+        except ApiError as exc:  # the race was won with another body: 422
+            await _give_back(res, req, exc.status, exc.code)
+            raise
         except Exception:
             await _give_back(res, req, 500, "internal_error")
             raise

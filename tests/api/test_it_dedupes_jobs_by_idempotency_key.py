@@ -80,3 +80,26 @@ def test_it_refuses_a_malformed_idempotency_key(jobs_api, api_key, value):
     assert answer.status_code == 400
     assert answer.json()["error"]["param"] == "Idempotency-Key"
     assert backend.requests() == []
+
+
+def test_it_makes_one_job_of_concurrent_submissions(jobs_api, make_key):
+    import concurrent.futures
+
+    api, backend = jobs_api
+    key, secret = make_key()
+    headers = {**ASYNC, "Idempotency-Key": "all-at-once", "Authorization": f"Bearer {secret}"}
+    body = {**BODY, "seed": 99}
+
+    def submit(_: int) -> httpx.Response:
+        return httpx.post(f"{api}/completions", json=body, headers=headers, timeout=30)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(submit, range(8)))
+    assert [a.status_code for a in answers] == [202] * 8, [a.text for a in answers]
+    assert len({a.json()["id"] for a in answers}) == 1
+    http = client(api, secret)
+    done = harvest_until(http, f"/harvest/{answers[0].json()['id']}", {"succeeded"})
+    assert CompletionJob.objects.filter(key=key).count() == 1
+    assert len([r for r in backend.requests() if r["body"].get("seed") == 99]) == 1
+    summary = usage_summary(key)
+    assert (summary["used"], summary["reserved"]) == (done["result"]["usage"]["total_tokens"], 0)

@@ -28,7 +28,7 @@ import math
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -293,8 +293,6 @@ class Outcome:
     error: ApiError | None = None
     charge: tuple[int, int] = (0, 0)
     served_model: str = ""
-    request_id: str = ""
-    fields: dict[str, Any] = field(default_factory=dict)
 
 
 def claim(job_id: int, run_token: str) -> CompletionJob | None:

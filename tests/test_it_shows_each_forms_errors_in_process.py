@@ -93,10 +93,12 @@ COVERED = {
     "loom:trees#search": "loom/test_it_refuses_unstorable_input_with_a_message.py",
     "loom:search": "loom/test_it_refuses_unstorable_input_with_a_message.py",
     "loom:export": "loom/test_it_refuses_unstorable_input_with_a_message.py",
+    "wb_draft": "workbench/test_it_keeps_the_draft_on_the_server.py",
 }
 NO_ERRORS = {
     "wb_recover": "an odd page number shows the nearest page (Django's Paginator.get_page)",
     "wb_export": "History's filters: an invalid one filters nothing, the page says why",
+    "wb_compare": "two run ids in the query: someone else's or nonsense is a 404",
 }
 
 

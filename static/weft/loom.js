@@ -103,8 +103,12 @@
     const values = { edits: c.edits.length ? JSON.stringify(c.edits) : "", append: c.append,
                      generate: generate ? "1" : "" };
     const form = generate ? document.getElementById("generate-form") : r;
-    return swapReader("POST", r.dataset.writeUrl, values, form);
+    // After Save the caret stays to write on; after Generate the keys are free again
+    // (n goes to the newest child).
+    return swapReader("POST", r.dataset.writeUrl, values, form).then(() => { if (generate) leaveDoc(); });
   }
+  // htmx gives the focus back to an element of the same id after a swap.
+  const leaveDoc = () => { if (inDoc(document.activeElement)) document.activeElement.blur(); };
 
   function enterDoc() {
     const d = doc();
@@ -141,7 +145,7 @@
     if (dirty()) { toast("Save or discard your changes to the text first.", "error"); return; }
     const r = reader();
     const url = r.dataset.actionUrl.replace(`/${r.dataset.node}/ACTION/`, `/${at.id}/split/`);
-    swapReader("POST", url, { offset: at.offset, focus: r.dataset.node });
+    swapReader("POST", url, { offset: at.offset, focus: r.dataset.node }).then(leaveDoc);
   }
 
   // --- navigation and keys ----------------------------------------------------------------

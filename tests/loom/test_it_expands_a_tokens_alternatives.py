@@ -58,7 +58,11 @@ def test_it_splits_before_the_token_and_adds_its_alternatives(client, model_node
     assert tree_shape(tree) == before
     assert Node.objects.get(pk=node.pk).logprobs == LP
     redo_last(tree)
-    assert [c.text for c in Node.objects.get(pk=node.pk).children()] == [" cat sat", " dog", " <owl>"]
+    assert [c.text for c in Node.objects.get(pk=node.pk).children()] == [
+        " cat sat",
+        " dog",
+        " <owl>",
+    ]
 
 
 def test_it_adds_siblings_for_the_first_token(client, model_node):
@@ -67,7 +71,9 @@ def test_it_adds_siblings_for_the_first_token(client, model_node):
     assert [c.text for c in tree.root.children()] == ["".join(WORDS), " a"]
 
 
-@pytest.mark.parametrize("index, message", [(2, "no alternatives"), (9, "not one of"), ("x", "whole number")])
+@pytest.mark.parametrize(
+    "index, message", [(2, "no alternatives"), (9, "not one of"), ("x", "whole number")]
+)
 def test_it_refuses_what_cannot_be_expanded(client, model_node, index, message):
     tree, node = model_node
     before = tree_shape(tree)

@@ -58,4 +58,6 @@ def test_it_marks_new_model_children_unread_until_visited(client, make_tree):
 
 
 def child_class(page, node):
-    return re.search(rf'<li class="(child [^"]*)"[^>]*>\s*<a href="[^"]*/n/{node.pk}/"', page.text).group(1)
+    return re.search(
+        rf'<li class="(child [^"]*)"[^>]*>\s*<a href="[^"]*/n/{node.pk}/"', page.text
+    ).group(1)

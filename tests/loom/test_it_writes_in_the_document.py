@@ -30,7 +30,9 @@ def story(make_tree, client):
 
 def test_it_edits_segments_in_place_and_appends_a_child(client, story):
     tree, a, b = story
-    page = write(client, tree, b, edits=[{"node": a.pk, "text": " leaned"}], append=" It <b>fell</b>.")
+    page = write(
+        client, tree, b, edits=[{"node": a.pk, "text": " leaned"}], append=" It <b>fell</b>."
+    )
     assert page.status_code == 200
     assert Node.objects.get(pk=a.pk).text == " leaned"
     new = Node.objects.get(parent=b, text=" It <b>fell</b>.")
@@ -39,7 +41,9 @@ def test_it_edits_segments_in_place_and_appends_a_child(client, story):
     assert "It &lt;b&gt;fell&lt;/b&gt;." in page.text and "<b>fell" not in page.text
     # One undo step for the whole save.
     assert undo_last(tree)[0] == "write in the text"
-    assert Node.objects.get(pk=a.pk).text == " stood" and not Node.objects.filter(pk=new.pk).exists()
+    assert (
+        Node.objects.get(pk=a.pk).text == " stood" and not Node.objects.filter(pk=new.pk).exists()
+    )
 
 
 def test_it_makes_an_edited_sibling_in_sibling_mode(client, story):

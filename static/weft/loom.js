@@ -113,6 +113,7 @@
   function enterDoc() {
     const d = doc();
     if (!d) return;
+    editOn();
     d.focus();
     const range = document.createRange();
     range.selectNodeContents(d);
@@ -202,28 +203,43 @@
     el && (el.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(el.tagName));
   const inDoc = (el) => el && el.closest && el.closest("#loom-doc");
 
-  // Keys inside the text: save / save and generate / leave it. A chip focused by the
-  // mouse while writing takes no Enter or Space for its popover (tokens.js): those type.
-  let mouseTyping = false;
-  window.addEventListener("keydown", (ev) => {
+  // The text is editable while it has the focus (a click, Tab or Enter puts it there)
+  // and while it holds unsaved changes; otherwise its chips are Tab stops of their own.
+  function editOn() {
+    const d = doc();
+    if (!d || d.isContentEditable) return;
+    d.contentEditable = "plaintext-only";
+    d.setAttribute("aria-readonly", "false");
+  }
+  function editOff() {
+    const d = doc();
+    if (!d || dirty()) return;
+    d.removeAttribute("contenteditable");
+    d.setAttribute("aria-readonly", "true");
+  }
+  // Before the browser's own mousedown places the caret, so it lands where clicked.
+  document.addEventListener("mousedown", (ev) => { if (inDoc(ev.target)) editOn(); }, true);
+  document.addEventListener("focusin", (ev) => { if (ev.target === doc()) editOn(); });
+  document.addEventListener("focusout", (ev) => { if (ev.target === doc()) editOff(); });
+
+  // Keys inside the text: save / save and generate / leave it.
+  document.addEventListener("keydown", (ev) => {
     if (!inDoc(ev.target)) return;
-    if (ev.key === "Tab") { mouseTyping = false; return; }
     if ((ev.ctrlKey || ev.metaKey) && (ev.key === "Enter" || ev.key === "s")) {
       ev.preventDefault();
-      ev.stopPropagation();
       write(ev.key === "Enter");
     } else if (ev.key === "Escape" && !document.querySelector(".tok-pop")) {
       ev.target.blur();
-    } else if (mouseTyping && (ev.key === "Enter" || ev.key === " ") && ev.target.matches(".tok")) {
-      ev.stopPropagation();  // window capture runs before tokens.js's document listener
     }
-  }, true);
-  document.addEventListener("mousedown", (ev) => { mouseTyping = Boolean(inDoc(ev.target)); }, true);
+  });
   document.addEventListener("input", (ev) => { if (inDoc(ev.target)) showWriteBar(dirty()); });
 
   document.addEventListener("keydown", (ev) => {
     if (!reader() || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     if (typing(ev.target) || document.querySelector("dialog[open]:not(#key-help)")) return;
+    // The popover has keys of its own; Enter on a button or link presses it.
+    if (ev.target.closest(".tok-pop")) return;
+    if (ev.key === "Enter" && ev.target.closest("button, a, summary, .tok")) return;
     const handler = keys[ev.key];
     if (!handler) return;
     ev.preventDefault();

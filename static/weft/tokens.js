@@ -175,7 +175,10 @@
   });
   document.addEventListener("click", (e) => {
     const tok = chipOf(e.target);
-    if (tok) {
+    if (tok && tok.isContentEditable) {
+      // In a text being edited a click places the caret; hovering still shows the popover.
+      if (pop && !pop.contains(e.target) && pinned) close(false);
+    } else if (tok) {
       e.preventDefault();
       if (chip === tok && pinned) close(false);
       else open(tok, { pin: true });

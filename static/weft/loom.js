@@ -8,9 +8,11 @@
     try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"]; }
     catch (e) { return ""; }
   };
+  // An explicit source: without one htmx takes the focused element, which may be a
+  // popover button just removed (and then sends nothing).
   const swapReader = (verb, url, values, source) =>
-    htmx.ajax(verb, url, { target: "#loom-reader", swap: "outerHTML", values: values || {}, source,
-                           headers: { "X-CSRFToken": csrf() } });
+    htmx.ajax(verb, url, { target: "#loom-reader", swap: "outerHTML", values: values || {},
+                           source: source || reader(), headers: { "X-CSRFToken": csrf() } });
 
   // --- notices: one fixed area (#loom-notices), never inside the layout ---------------
   const NOTICE_MS = 6000;
@@ -312,8 +314,9 @@
     button.textContent = `Expand all ${alts.length} alternatives as children`;
     button.addEventListener("click", () => {
       const url = seg.dataset.branchUrl.replace(/alternative\/$/, "expand/");
-      pop.remove();
       swapReader("POST", url, { index: chip.dataset.i });
+      // Hidden, not removed: tokens.js removes it when the swap takes its chip away.
+      pop.hidePopover();
     });
     pop.append(button);
   });

@@ -8,6 +8,8 @@
 // and gives focus back to the chip. Picking an alternative inside a container with
 // data-branch raises `weft:branch` on the chip ({detail: {alt, index, chip}}); the
 // page decides what branching means. `weft:popover` lets a page add its own buttons.
+// Inside a text being edited (contenteditable) a click places the caret instead of
+// pinning the popover; hovering still shows it.
 (() => {
   "use strict";
   let pop = null;

@@ -116,10 +116,10 @@ PARAMS = ["model", "prompt", "max_tokens", "n", "temperature", "top_p", "top_k",
           "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "logprobs",
           "echo", "echo__present", "add_special_tokens", "stop_1", "stop_2"]  # fmt: skip
 LOOM_GEN = ["n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "logprobs",
-            "model", "stop_1", "stop_2", "save_defaults"]  # fmt: skip
+            "model", "models", "stop_1", "stop_2", "save_defaults"]  # fmt: skip
 ACTIONS = ["edit", "child", "split", "merge", "move", "delete", "bookmark", "archive", "tag",
-           "untag", "alternative"]  # fmt: skip
-NODE_FIELDS = ["text", "as_sibling", "offset", "target", "tag", "index", "token"]
+           "untag", "alternative", "expand", "hoist", "unhoist"]  # fmt: skip
+NODE_FIELDS = ["text", "as_sibling", "offset", "focus", "target", "tag", "index", "token"]
 FILTERS = ["q", "model", "since", "until", "page"]
 
 # url name -> (method, fields it reads). "FILE" marks the upload field.
@@ -173,6 +173,9 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:duplicate": ("POST", []),
     "loom:delete": ("POST", []),
     "loom:undo": ("POST", []),
+    "loom:redo": ("POST", []),
+    "loom:write_mode": ("POST", ["mode"]),
+    "loom:write": ("POST", ["edits", "append", "generate", *LOOM_GEN]),
     "loom:search": ("GET", ["q"]),
     "loom:export": ("GET", ["node"]),
     "loom:node": ("GET", []),

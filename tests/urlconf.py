@@ -77,11 +77,16 @@ def snapshot(user) -> str:
     """The user's data, as a digest: what a refused request must leave alone."""
     from api.models import ApiKey
     from completions.models import Generation
-    from loom.models import Node, Tree
+    from loom.models import Node, RedoEntry, Tree
     from workbench.models import Draft, Preset, Run, Sample, SavedPrompt
 
     parts = [
-        list(Tree.objects.filter(owner=user).order_by("pk").values_list("pk", "title")),
+        list(
+            Tree.objects.filter(owner=user)
+            .order_by("pk")
+            .values_list("pk", "title", "hoisted_id", "write_mode")
+        ),
+        list(RedoEntry.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "label")),
         list(
             Node.objects.filter(tree__owner=user)
             .order_by("pk")

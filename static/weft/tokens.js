@@ -8,6 +8,8 @@
 // and gives focus back to the chip. Picking an alternative inside a container with
 // data-branch raises `weft:branch` on the chip ({detail: {alt, index, chip}}); the
 // page decides what branching means. `weft:popover` lets a page add its own buttons.
+// Inside a text being edited (contenteditable) a click places the caret instead of
+// pinning the popover; hovering still shows it.
 (() => {
   "use strict";
   let pop = null;
@@ -175,7 +177,10 @@
   });
   document.addEventListener("click", (e) => {
     const tok = chipOf(e.target);
-    if (tok) {
+    if (tok && tok.isContentEditable) {
+      // In a text being edited a click places the caret; hovering still shows the popover.
+      if (pop && !pop.contains(e.target) && pinned) close(false);
+    } else if (tok) {
       e.preventDefault();
       if (chip === tok && pinned) close(false);
       else open(tok, { pin: true });

@@ -379,11 +379,7 @@ def export(request, tree_id: int, fmt: str):
         node = owned_node(tree, form.cleaned_data["node"] or tree.current_id or tree.root.pk)
         chunks = exporters.path_text(node) if fmt == "txt" else exporters.path_markdown(tree, node)
     else:
-        chunks = {
-            "weft": exporters.weft_json,
-            "pyloom": exporters.pyloom_json,
-            "jsonl": exporters.jsonl,
-        }[fmt](tree)
+        chunks = exporters.TREE_EXPORTERS[fmt](tree)
     if isinstance(request, ASGIRequest):
         # Under ASGI a sync iterator would be read whole into a list before
         # sending; pull it chunk by chunk in the request's DB thread instead.

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from loom import views
+from loom import tree_views, views
 
 app_name = "loom"
 urlpatterns = [
@@ -14,6 +14,8 @@ urlpatterns = [
     path("<int:tree_id>/undo/", views.undo, name="undo"),
     path("<int:tree_id>/search/", views.tree_search, name="search"),
     path("<int:tree_id>/export/<str:fmt>/", views.export, name="export"),
+    path("<int:tree_id>/graph/", tree_views.graph, name="graph"),
+    path("<int:tree_id>/graph/data/", tree_views.graph_data, name="graph_data"),
     path("<int:tree_id>/n/<int:node_id>/", views.node_page, name="node"),
     path("<int:tree_id>/n/<int:node_id>/generate/", views.generate, name="generate"),
     path("<int:tree_id>/n/<int:node_id>/path/", views.node_path, name="path"),
@@ -26,6 +28,11 @@ urlpatterns = [
         "<int:tree_id>/n/<int:node_id>/show-archived/",
         views.show_archived,
         name="show_archived",
+    ),
+    path(
+        "<int:tree_id>/n/<int:node_id>/outline/",
+        tree_views.outline_children,
+        name="outline_children",
     ),
     path("<int:tree_id>/n/<int:node_id>/<str:action>/", views.node_action, name="action"),
 ]

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from core.shortcuts import int_or_404
 from core.tokens import text_before
 from loom import generation as gen
+from loom import tree_views
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
 from loom.forms import (
@@ -72,8 +73,10 @@ def trees(request):
             .only("id", "tree__id", "tree__title")
             .order_by("-tree__updated_at", "id")[:50]
         )
+    trees = list(Tree.objects.for_user(request.user))
+    stats = tree_views.tree_stats([t.pk for t in trees])
     ctx = {
-        "trees": Tree.objects.for_user(request.user),
+        "trees": [(t, stats.get(t.pk)) for t in trees],
         "q": q,
         "hits": [(h, snippet(h.preview, q)) for h in hits],
         "formats": exporters.FORMATS,
@@ -172,6 +175,7 @@ def _models() -> list:
 
 def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
     ctx = reader_context(tree, node, show_archived=request.session.get(SHOW_ARCHIVED, False))
+    ctx.update(tree_views.outline_context(tree, node, show_archived=ctx["show_archived"]))
     ctx["models"] = _models()
     ctx["model_ids"] = [m.id for m in ctx["models"]]
     ctx.update(extra)

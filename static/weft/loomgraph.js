@@ -5,6 +5,7 @@
 // smoothly. Click a box (or Enter on the selected one) to read that node.
 (() => {
   const BOX_W = 150, BOX_H = 34, COL = 170, ROW = 70; // world units
+  const MIN_K = 1e-4; // far enough out to fit 100,000 leaves in a window
   const MODEL = 1, BOOKMARK = 2, ARCHIVED = 4, ON_PATH = 8;
   const canvas = document.getElementById("loom-graph");
   if (!canvas) return;
@@ -72,7 +73,7 @@
       drawn++;
       const f = g.flags[i];
       const sx = (wx(i) - BOX_W / 2 - view.x) * k, sy = (wy(i) - BOX_H / 2 - view.y) * k;
-      const bw = BOX_W * k, bh = BOX_H * k;
+      const bw = Math.max(1, BOX_W * k), bh = Math.max(1, BOX_H * k); // a dot when far out
       ctx.globalAlpha = f & ARCHIVED ? 0.5 : 1;
       ctx.fillStyle = i === g.current ? "#bfdbfe" : f & ON_PATH ? "#dbeafe" : f & MODEL ? "#ecfdf5" : "#ffffff";
       ctx.fillRect(sx, sy, bw, bh);
@@ -106,15 +107,15 @@
 
   function fit() {
     const w = canvas.clientWidth, h = canvas.clientHeight;
-    const width = (g.columns || 1) * COL + BOX_W, height = (g.depth + 1) * ROW + BOX_H;
-    view.k = Math.max(0.002, Math.min(1.5, w / width, h / height));
-    view.x = -BOX_W / 2 - (w / view.k - width) / 2 + COL / 2 - BOX_W / 2;
-    view.y = -BOX_H;
+    const width = Math.max(0, g.columns - 1) * COL + BOX_W, height = g.depth * ROW + BOX_H;
+    view.k = Math.max(MIN_K, Math.min(1.5, (0.95 * w) / width, (0.95 * h) / height));
+    view.x = -BOX_W / 2 - (w / view.k - width) / 2;
+    view.y = -BOX_H / 2 - (h / view.k - height) / 2;
     draw();
   }
 
   function zoom(factor, sx, sy) {
-    const k = Math.max(0.002, Math.min(4, view.k * factor));
+    const k = Math.max(MIN_K, Math.min(4, view.k * factor));
     if (sx === undefined) { sx = canvas.clientWidth / 2; sy = canvas.clientHeight / 2; }
     // Keep the world point under the cursor where it is.
     view.x += sx / view.k - sx / k;

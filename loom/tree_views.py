@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q, Window
-from django.db.models.functions import Left, RowNumber
+from django.db.models import Exists, OuterRef
+from django.db.models.functions import Left
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -50,25 +50,40 @@ class Item:
         return bool(self.children)
 
 
-def _children_of(parent_ids: list[int], show_archived: bool, keep: set[int]) -> list[Node]:
+# The first children of each parent, by the (parent, position) index one parent
+# at a time (a LATERAL … LIMIT per parent): a plain IN over the parents planned
+# a sequential scan of the whole table on fresh rows (100 ms at 10,000 nodes).
+CHILDREN_SQL = f"""
+    SELECT c.id, c.parent_id, c.author, c.bookmarked, c.archived, left(c.text, %s),
+        EXISTS (SELECT 1 FROM {NODE_TABLE} k WHERE k.parent_id = c.id)
+    FROM unnest(%s::bigint[]) AS p(id), LATERAL (
+        SELECT id, parent_id, author, bookmarked, archived, text FROM {NODE_TABLE}
+        WHERE parent_id = p.id AND (%s OR NOT archived OR id = ANY(%s::bigint[]))
+        ORDER BY position, id LIMIT %s
+    ) c
+"""  # noqa: S608 - identifiers are ours, values are parameters
+
+
+@dataclass
+class Row:
+    id: int
+    parent_id: int | None
+    author: str
+    bookmarked: bool
+    archived: bool
+    label: str
+    has_kids: bool
+
+
+def _children_of(parent_ids: list[int], show_archived: bool, keep: set[int]) -> list[Row]:
     """The first OUTLINE_CHILDREN (+1, to know there are more) children of each
     parent, in order, in one query; nodes in `keep` are listed even when archived."""
-    qs = Node.objects.filter(parent_id__in=parent_ids)
-    if not show_archived:
-        qs = qs.filter(Q(archived=False) | Q(id__in=keep))
-    ranked = (
-        qs.annotate(
-            label=Left("text", LABEL),
-            has_kids=Exists(Node.objects.filter(parent_id=OuterRef("pk"))),
-            rank=Window(
-                RowNumber(), partition_by=F("parent_id"), order_by=[F("position"), F("id")]
-            ),
+    with connection.cursor() as cur:
+        cur.execute(
+            CHILDREN_SQL,
+            [LABEL, parent_ids, show_archived, list(keep), OUTLINE_CHILDREN + 1],
         )
-        .only("id", "parent_id", "author", "bookmarked", "archived")
-        .filter(rank__lte=OUTLINE_CHILDREN + 1)
-        .order_by("parent_id", "rank")
-    )
-    return list(ranked)
+        return [Row(*r) for r in cur.fetchall()]
 
 
 def _item(n: Any, level: int) -> Item:

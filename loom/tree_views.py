@@ -43,7 +43,7 @@ class Item:
     on_path: bool = False
     current: bool = False
     children: list[Item] = field(default_factory=list)
-    more: int = 0  # children past OUTLINE_CHILDREN
+    more: bool = False  # children past OUTLINE_CHILDREN
 
     @property
     def expanded(self) -> bool:
@@ -105,6 +105,7 @@ def outline_context(tree: Tree, node: Node, *, show_archived: bool = False) -> d
     path = sql.path_rows(node.pk, OUTLINE_LEVELS + 1)
     above = path[0][1] is not None  # the outline starts below the root
     path_ids = [row[0] for row in path]
+    by_id = {row[0]: row for row in path}
     top_row = (
         Node.objects.filter(pk=path_ids[0])
         .annotate(
@@ -122,17 +123,24 @@ def outline_context(tree: Tree, node: Node, *, show_archived: bool = False) -> d
     for i, node_id in enumerate(path_ids):
         item.on_path = True
         rows = kids.get(node_id, [])
-        item.more = max(0, len(rows) - OUTLINE_CHILDREN)
+        item.more = len(rows) > OUTLINE_CHILDREN
         item.children = [_item(r, item.level + 1) for r in rows[:OUTLINE_CHILDREN]]
         if i + 1 == len(path_ids):
             item.current = True
             break
-        nxt = next((c for c in item.children if c.id == path_ids[i + 1]), None)
+        next_id = path_ids[i + 1]
+        nxt = next((c for c in item.children if c.id == next_id), None)
         if nxt is None:  # the path's next node sorts past the listed children
-            row = next(r for r in rows if r.id == path_ids[i + 1]) if rows else None
-            nxt = _item(row, item.level + 1) if row else None
-            if nxt is None:
-                break
+            _id, _parent, text, author, bookmarked = by_id[next_id]
+            nxt = Item(
+                id=next_id,
+                label=text[:LABEL],
+                author=author,
+                bookmarked=bookmarked,
+                archived=False,
+                has_kids=i + 2 < len(path_ids) or bool(kids.get(next_id)),
+                level=item.level + 1,
+            )
             item.children.append(nxt)
         item = nxt
     return {
@@ -162,7 +170,7 @@ def outline_children(request, tree_id: int, node_id: int):
     ctx = {
         "tree": tree,
         "items": items,
-        "more": max(0, len(rows) - OUTLINE_CHILDREN),
+        "more": len(rows) > OUTLINE_CHILDREN,
         "parent": node,
     }
     return render(request, "loom/_outline.html#outline-children", ctx)

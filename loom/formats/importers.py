@@ -118,7 +118,8 @@ def is_weft_jsonl(source: IO[bytes]) -> bool:
         events.end()
     except JSONRefused:
         return False
-    return isinstance(first, dict) and _WEFT_RECORD_KEYS <= first.keys()
+    # A pyloom node has id, text and maybe parent_id too, but always its children.
+    return isinstance(first, dict) and _WEFT_RECORD_KEYS <= first.keys() and "children" not in first
 
 
 class Deferred:

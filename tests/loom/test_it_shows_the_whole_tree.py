@@ -140,3 +140,27 @@ def test_it_lists_node_count_depth_and_last_visit(client, small, make_tree):
     assert '<td class="num">6</td>\n          <td class="num">2</td>' in page
     assert '<td class="num">13</td>\n          <td class="num">12</td>' in page
     assert "<time datetime=" in page and "never" in page  # the chain's nodes were never opened
+
+
+def test_it_keeps_the_path_open_through_a_node_past_the_listed_children(client, make_tree):
+    tree = make_tree(prompt="Root")
+    kids = [
+        tree.root.add_child(f" child {i}", log=False)
+        for i in range(tree_views.OUTLINE_CHILDREN + 10)
+    ]
+    last = kids[-1].add_child(" grandchild", log=False)
+    client.force_login(tree.owner)
+    page = client.get(f"/loom/{tree.pk}/n/{last.pk}/").text
+    assert page.count('role="treeitem"') == 1 + tree_views.OUTLINE_CHILDREN + 1 + 1
+    assert f'data-id="{kids[-1].pk}"' in page and "… and more" in page
+    assert 'aria-current="true"' in page
+    part = client.get(f"/loom/{tree.pk}/n/{tree.root.pk}/outline/").text
+    assert part.count('role="treeitem"') == tree_views.OUTLINE_CHILDREN and "… and more" in part
+
+
+def test_it_does_not_take_a_one_line_pyloom_node_for_jsonl(make_user):
+    from loom.formats.importers import import_file
+
+    data = b'{"id": "r", "parent_id": null, "text": "root", "children": [{"id": "c", "text": " kid", "children": []}]}\n'
+    [tree] = import_file(make_user(), data, filename="node.json")
+    assert tree.nodes.count() == 2

@@ -179,6 +179,18 @@ def outline_children(request, tree_id: int, node_id: int):
 # --- the graph ------------------------------------------------------------------------
 
 MODEL, BOOKMARK, ARCHIVED, ON_PATH = 1, 2, 4, 8
+# Past this the layout is tens of megabytes to send and draw; the outline and
+# search still reach every node.
+GRAPH_MAX_NODES = 200_000
+
+
+def _too_big(count: int) -> str:
+    if count <= GRAPH_MAX_NODES:
+        return ""
+    return (
+        f"This tree has {count:,} nodes; the graph view draws up to {GRAPH_MAX_NODES:,}. "
+        "Use the outline beside the reader, or search the tree."
+    )
 
 
 def graph_layout(tree: Tree) -> dict[str, Any]:
@@ -246,11 +258,13 @@ def graph_layout(tree: Tree) -> dict[str, Any]:
 @require_GET
 def graph(request, tree_id: int):
     tree = views.owned_tree(request, tree_id)
+    count = tree.nodes.count()
     ctx = {
         "tree": tree,
         "data_url": reverse("loom:graph_data", args=[tree.pk]),
         "node_url": reverse("loom:node", args=[tree.pk, 0]),
-        "count": tree.nodes.count(),
+        "count": count,
+        "too_big": _too_big(count),
     }
     return render(request, "loom/graph.html", ctx)
 
@@ -258,6 +272,10 @@ def graph(request, tree_id: int):
 @require_GET
 def graph_data(request, tree_id: int):
     tree = views.owned_tree(request, tree_id)
+    if too_big := _too_big(tree.nodes.count()):
+        return HttpResponse(
+            orjson.dumps({"error": too_big}), status=422, content_type="application/json"
+        )
     # orjson: the layout of 10,000 nodes encodes in a few milliseconds.
     response = HttpResponse(orjson.dumps(graph_layout(tree)), content_type="application/json")
     response["Cache-Control"] = "no-store"

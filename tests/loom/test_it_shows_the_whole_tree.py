@@ -164,3 +164,13 @@ def test_it_does_not_take_a_one_line_pyloom_node_for_jsonl(make_user):
     data = b'{"id": "r", "parent_id": null, "text": "root", "children": [{"id": "c", "text": " kid", "children": []}]}\n'
     [tree] = import_file(make_user(), data, filename="node.json")
     assert tree.nodes.count() == 2
+
+
+def test_it_says_when_a_tree_is_too_big_for_the_graph(client, small, monkeypatch):
+    tree, _n = small
+    monkeypatch.setattr(tree_views, "GRAPH_MAX_NODES", 5)
+    client.force_login(tree.owner)
+    page = client.get(f"/loom/{tree.pk}/graph/").text
+    assert "This tree has 6 nodes; the graph view draws up to 5." in page and "<canvas" not in page
+    response = client.get(f"/loom/{tree.pk}/graph/data/")
+    assert response.status_code == 422 and "outline" in response.json()["error"]

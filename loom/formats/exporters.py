@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from diff_match_patch import diff_match_patch, patch_obj
 
+from loom.formats.miniloom import TextPath
 from loom.models import Node, Tree
 
 WEFT_FORMAT = "weft-loom"
@@ -248,48 +249,7 @@ _MINILOOM_COLUMNS = f"""text, author, checkpoint, finish_reason,
 _PATCH_MARGIN = 4
 
 
-class _FullPath:
-    """MiniLoom's full text along the walk's path, kept as parts per depth (a
-    part is a whole text where a node rewrote its parent's), so a node that
-    appends costs its own segment plus a few characters of context, never its
-    depth."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.lengths: list[int] = []
-        self.whole: list[bool] = []
-
-    def cut(self, depth: int) -> None:
-        del self.parts[depth:], self.lengths[depth:], self.whole[depth:]
-
-    def push(self, part: str, *, whole: bool) -> None:
-        self.lengths.append(len(part) if whole else self.length() + len(part))
-        self.parts.append(part)
-        self.whole.append(whole)
-
-    def length(self) -> int:
-        return self.lengths[-1] if self.lengths else 0
-
-    def _start(self) -> int:
-        for i in range(len(self.whole) - 1, -1, -1):
-            if self.whole[i]:
-                return i
-        return 0
-
-    def tail(self, n: int) -> str:
-        got, size = [], 0
-        for i in range(len(self.parts) - 1, self._start() - 1, -1):
-            if size >= n:
-                break
-            got.append(self.parts[i])
-            size += len(self.parts[i])
-        return "".join(reversed(got))[-n:] if n else ""
-
-    def text(self) -> str:
-        return "".join(self.parts[self._start() :])
-
-
-def _append_patch(dmp: diff_match_patch, path: _FullPath, segment: str) -> str:
+def _append_patch(dmp: diff_match_patch, path: TextPath, segment: str) -> str:
     """The patch that appends `segment` to the path's text, built from its last
     few characters rather than by diffing the whole text."""
     if not segment:
@@ -313,7 +273,7 @@ def miniloom_json(tree: Tree) -> Iterator[str]:
     MiniLoom that rewrote its parent's text (extra['full_text']) gets the patch
     for that rewrite again."""
     dmp = diff_match_patch()
-    path = _FullPath()
+    path = TextPath()
     current = _current_key(tree)
     focus = None
     yield '{"loomTree":{"nodeStore":{'
@@ -322,15 +282,15 @@ def miniloom_json(tree: Tree) -> Iterator[str]:
     keys: list[str] = []
     for depth, (key, text, author, model, finish, stamp, read, extra, kids) in walk:
         del keys[depth:]
-        path.cut(depth)
+        path.cut_to(keys[-1] if keys else None)
         extra = json.loads(extra) if isinstance(extra, str) else extra  # Django reads jsonb as text
         full = extra.get("full_text")
         if isinstance(full, str) and full.endswith(text) and depth:
             patch = dmp.patch_toText(dmp.patch_make(path.text(), full))
-            path.push(full, whole=True)
+            path.push(key, full, full=True)
         else:
             patch = _append_patch(dmp, path, text)
-            path.push(text, whole=False)
+            path.push(key, text, full=False)
         kind = extra.get("type") or (
             "root" if not depth else "gen" if author == "model" else "user"
         )

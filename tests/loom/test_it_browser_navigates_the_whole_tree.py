@@ -83,6 +83,12 @@ def test_it_walks_the_outline_by_keyboard_and_click(
     expect(page).to_have_url(f"{base}/loom/{tree.pk}/n/{n['a'].pk}/")
     page.screenshot(path=artifacts_dir / "loom-outline.png", full_page=True)
 
+    # The trees page lists the tree's size, depth and the visit just made.
+    page.goto(f"{base}/loom/")
+    row = page.get_by_role("row").filter(has_text="The lighthouse keeper")
+    expect(row.get_by_role("cell")).to_contain_text(["The lighthouse keeper", "6", "3", "ago"])
+    page.screenshot(path=artifacts_dir / "loom-trees.png")
+
 
 def box_point(page, node_id):
     canvas = page.locator("#loom-graph").bounding_box()

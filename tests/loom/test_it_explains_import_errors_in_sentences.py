@@ -83,3 +83,16 @@ def test_it_still_refuses_a_json_object_per_line_that_is_not_weft(make_user):
     data = b"\n".join(json.dumps({"n": i}).encode() for i in range(3))
     with pytest.raises(ImportRefused, match="more than one JSON document"):
         import_file(make_user(), data, filename="other.json")
+
+
+def test_it_imports_weft_jsonl_uploaded_as_json_through_the_page(client, make_tree):
+    tree = make_tree(prompt="Root")
+    tree.root.add_child(" one").add_child(" two")
+    data = "".join(exporters.jsonl(tree)).encode()
+    client.force_login(tree.owner)
+    response = client.post(
+        "/loom/import/", {"file": SimpleUploadedFile("nodes.json", data)}, follow=True
+    )
+    assert "Imported" in response.text and "Import refused" not in response.text
+    copy = Tree.objects.exclude(pk=tree.pk).get()
+    assert tree_shape(copy) == tree_shape(tree)

@@ -14,8 +14,9 @@ arguments) and reports, as p50 / p95 over --repeat runs:
   * one frame of the graph (draw time in the page) at scale 1 and with the
     whole tree fitted in view (every box drawn);
   * navigation: a click on a box to the reader showing that node;
-  * the server side of both: the layout's JSON (bytes, ms) beside the reader's
-    HTML, through Django's test client.
+  * the server side: the layout's JSON (bytes, ms) beside the reader's HTML,
+    the outline's share of the reader, and the trees page (its figures, and
+    the depths it asks for next), through Django's test client.
 
 Ratios are against the reader page measured in the same run.
 """
@@ -162,8 +163,12 @@ def main() -> None:
                 ms, size = server_ms(client, url, args.repeat * 4)
                 print(f"{label + ', ' + what:54.54} {ms:8.1f} {size:10,}")
             print(f"{label + ', the outline alone':54.54} {outline_ms(tree, deep):8.1f}")
-        ms, size = server_ms(client, "/loom/", args.repeat * 4)
-        print(f"{'trees page: both trees with count, depth, last visit':54} {ms:8.1f} {size:10,}")
+        for what, url in (
+            ("trees page: both trees, count and last visit", "/loom/"),
+            ("trees page's second request: both trees' depths", "/loom/depths/"),
+        ):
+            ms, size = server_ms(client, url, args.repeat * 4)
+            print(f"{what:54} {ms:8.1f} {size:10,}")
 
         # The box clicked is the deepest node's parent (read here: no ORM inside Playwright's loop).
         runs = [

@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.trees, name="trees"),
     path("import/", views.tree_import, name="import"),
     path("recover/", views.recover, name="recover"),
+    path("depths/", tree_views.depths, name="depths"),
     path("<int:tree_id>/", views.tree_open, name="tree"),
     path("<int:tree_id>/rename/", views.tree_rename, name="rename"),
     path("<int:tree_id>/duplicate/", views.tree_duplicate, name="duplicate"),

@@ -164,6 +164,7 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:import": ("POST", ["FILE"]),
     "loom:recover": ("POST", ["generation", "tree", "node"]),
     "loom:recover#page": ("GET", []),
+    "loom:depths": ("GET", []),
     "loom:tree": ("GET", []),
     "loom:rename": ("POST", ["title"]),
     "loom:duplicate": ("POST", []),

@@ -130,16 +130,22 @@ def test_it_keeps_a_deep_chain_outline_to_its_last_levels(client, make_tree):
     assert "more levels above" in page
 
 
-def test_it_lists_node_count_depth_and_last_visit(client, small, make_tree):
+def test_it_lists_node_count_depth_and_last_visit(client, small, make_tree, make_user):
     tree, n = small
     other = make_tree(owner=tree.owner, prompt="Other")
     build_chain(other, 12)
+    make_tree(owner=make_user("someone"), prompt="Not listed")
     client.force_login(tree.owner)
     client.get(f"/loom/{tree.pk}/n/{n['a1'].pk}/")  # a visit
     page = client.get("/loom/").text
-    assert '<td class="num">6</td>\n          <td class="num">2</td>' in page
-    assert '<td class="num">13</td>\n          <td class="num">12</td>' in page
+    assert f'<td class="num">6</td>\n          <td class="num"><span id="depth-{tree.pk}"' in page
+    assert f'<td class="num">13</td>\n          <td class="num"><span id="depth-{other.pk}"' in page
     assert "<time datetime=" in page and "never" in page  # the chain's nodes were never opened
+    # The depths come in a second request, swapped into their places.
+    depths = client.get("/loom/depths/").text
+    assert f'<span id="depth-{tree.pk}" hx-swap-oob="true">2</span>' in depths
+    assert f'<span id="depth-{other.pk}" hx-swap-oob="true">12</span>' in depths
+    assert depths.count("<span") == 2  # only the user's own trees
 
 
 def test_it_keeps_the_path_open_through_a_node_past_the_listed_children(client, make_tree):

@@ -58,7 +58,7 @@ def browser_figures(
     page, base: str, tree, deep: int, target: int, repeat: int
 ) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {
-        k: [] for k in ("reader", "graph", "frame1", "framefit", "click")
+        k: [] for k in ("reader", "graph", "frame1", "framefit", "click", "clicknav")
     }
     reader_url = f"{base}/loom/{tree.pk}/n/{deep}/"
     graph_url = f"{base}/loom/{tree.pk}/graph/"
@@ -90,6 +90,9 @@ def browser_figures(
         page.wait_for_selector(f'#loom-reader[data-node="{target}"]')
         page.wait_for_load_state("load")
         out["click"].append((time.perf_counter() - t0) * 1000)
+        out["clicknav"].append(
+            page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
+        )
     return out
 
 
@@ -192,7 +195,8 @@ def main() -> None:
                     ("graph", "graph page, navigation to first full frame"),
                     ("frame1", "graph frame at scale 1 (draw only)"),
                     ("framefit", "graph frame, whole tree in view (draw only)"),
-                    ("click", "click a box → reader loaded"),
+                    ("click", "click a box → reader loaded (wall clock)"),
+                    ("clicknav", "  the same, its navigation to load (in page)"),
                 ):
                     ratio = percentile(got[key], 0.5) / base
                     print(f"{what:46} {p(got[key])} {ratio:9.2f}")

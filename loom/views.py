@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from core.shortcuts import int_or_404
 from core.tokens import text_before
 from loom import generation as gen
+from loom import tree_views
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
 from loom.forms import (
@@ -76,8 +77,10 @@ def trees(request):
             .only("id", "tree__id", "tree__title")
             .order_by("-tree__updated_at", "id")[:50]
         )
+    trees = list(Tree.objects.for_user(request.user))
+    stats = tree_views.tree_stats([t.pk for t in trees])
     ctx = {
-        "trees": Tree.objects.for_user(request.user),
+        "trees": [(t, stats.get(t.pk)) for t in trees],
         "q": q,
         "hits": [(h, snippet(h.preview, q)) for h in hits],
         "formats": exporters.FORMATS,
@@ -176,6 +179,7 @@ def _models() -> list:
 
 def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
     ctx = reader_context(tree, node, show_archived=request.session.get(SHOW_ARCHIVED, False))
+    ctx.update(tree_views.outline_context(tree, node, show_archived=ctx["show_archived"]))
     ctx["models"] = _models()
     ctx["model_ids"] = [m.id for m in ctx["models"]]
     ctx.update(extra)
@@ -516,11 +520,7 @@ def export(request, tree_id: int, fmt: str):
         node = owned_node(tree, form.cleaned_data["node"] or tree.current_id or tree.root.pk)
         chunks = exporters.path_text(node) if fmt == "txt" else exporters.path_markdown(tree, node)
     else:
-        chunks = {
-            "weft": exporters.weft_json,
-            "pyloom": exporters.pyloom_json,
-            "jsonl": exporters.jsonl,
-        }[fmt](tree)
+        chunks = exporters.TREE_EXPORTERS[fmt](tree)
     if isinstance(request, ASGIRequest):
         # Under ASGI a sync iterator would be read whole into a list before
         # sending; pull it chunk by chunk in the request's DB thread instead.

@@ -168,6 +168,7 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:import": ("POST", ["FILE"]),
     "loom:recover": ("POST", ["generation", "tree", "node"]),
     "loom:recover#page": ("GET", []),
+    "loom:depths": ("GET", []),
     "loom:tree": ("GET", []),
     "loom:rename": ("POST", ["title"]),
     "loom:duplicate": ("POST", []),
@@ -181,6 +182,9 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:node": ("GET", []),
     "loom:generate": ("POST", LOOM_GEN),
     "loom:path": ("GET", []),
+    "loom:outline_children": ("GET", ["level"]),
+    "loom:graph": ("GET", []),
+    "loom:graph_data": ("GET", []),
     "loom:bookmark_step": ("GET", []),
     "loom:show_archived": ("POST", []),
     "loom:action": ("POST", NODE_FIELDS),
@@ -196,7 +200,18 @@ NOT_FUZZED = {
 }
 # Choices for <str:…> path parts; a random word is drawn too.
 STR_VALUES = {
-    "fmt": ["csv", "jsonl", "json", "weft", "pyloom", "txt", "md"],
+    "fmt": [
+        "csv",
+        "jsonl",
+        "json",
+        "weft",
+        "pyloom",
+        "txt",
+        "md",
+        "loomsidian",
+        "exoloom",
+        "miniloom",
+    ],
     "action": ACTIONS,
     "direction": ["next", "prev"],
 }

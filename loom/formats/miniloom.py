@@ -74,7 +74,7 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
             },
         )
     ordered = order_flat(records, order)
-    path = _TextPath()
+    path = TextPath()
     rebuilt = 0
     for rec in ordered:
         path.cut_to(rec.parent)
@@ -116,8 +116,9 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
     )
 
 
-class _TextPath:
-    """The full text along the walk's current path, kept as the segments each
+class TextPath:
+    """The full text along a walk's current path (the importer's and MiniLoom
+    export's), kept as the segments each
     node adds (or a node's whole text, where it rewrote its parent's). Moving
     to a node cuts the path back to its parent, so memory is one path and a
     node that only appends costs its own patch, not its depth."""
@@ -163,7 +164,7 @@ class _TextPath:
         return "".join(self.parts[start:])
 
 
-def _appended(dmp: diff_match_patch, patch_text: str, path: _TextPath, key: str) -> str | None:
+def _appended(dmp: diff_match_patch, patch_text: str, path: TextPath, key: str) -> str | None:
     """What the patch adds when it only appends to the parent's text (how a
     MiniLoom child usually extends its parent), read from the patch alone:
     one hunk ending at the parent's end whose context matches the parent's

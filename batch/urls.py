@@ -13,5 +13,5 @@ urlpatterns = [
     path("<int:batch_id>/<int:item_id>/retry/", views.item_retry, name="item_retry"),
     path("<int:batch_id>/<int:item_id>/workbench/", views.item_workbench, name="item_workbench"),
     path("<int:batch_id>/<int:item_id>/loom/", views.item_loom, name="item_loom"),
-    path("<int:batch_id>/<str:action>/", views.batch_control, name="control"),
+    path("<int:batch_id>/<str:control>/", views.batch_control, name="control"),
 ]

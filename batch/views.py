@@ -136,20 +136,20 @@ def _after_action(request: HttpRequest, batch: Batch, **extra: Any) -> HttpRespo
 
 
 @require_POST
-def batch_control(request: HttpRequest, batch_id: int, action: str) -> HttpResponse:
+def batch_control(request: HttpRequest, batch_id: int, control: str) -> HttpResponse:
     batch = _own(request, batch_id)
     notices: list[str] = []
-    if action == "pause":
+    if control == "pause":
         if batch.pause():
             feeding.publish(batch.pk)
         else:
             notices.append(f"The batch is {batch.state}: nothing to pause.")
-    elif action == "resume":
+    elif control == "resume":
         if not feeding.resume(batch):
             notices.append(f"The batch is {batch.state}: nothing to resume.")
-    elif action == "cancel":
+    elif control == "cancel":
         feeding.cancel(batch)
-    elif action == "retry":
+    elif control == "retry":
         try:
             count = feeding.retry(request.user, batch, batch.items.all())
         except feeding.BatchRefused as refusal:

@@ -82,3 +82,19 @@ def test_it_runs_a_batch_as_generations_on_the_workers(
     last = messages[-1]
     assert 'data-state="done"' in last and "100.0 %" in last and "12 done" in last
     assert "0 remaining" in last and "tokens/s" in last
+
+    # Any row opens in the Workbench (the run, its settings and samples) and as a Loom
+    # tree whose children carry the samples' tokens.
+    item = items[3]
+    response = client.get(f"/batch/{batch.pk}/{item.pk}/workbench/")
+    assert response["Location"] == f"/workbench/?generation={item.generation_id}"
+    page = client.get(response["Location"]).content.decode()
+    assert "Story 3:" in page and f"run {item.generation_id}" in page
+    response = client.post(f"/batch/{batch.pk}/{item.pk}/loom/")
+    from loom.models import Tree
+
+    tree = Tree.objects.get(owner=user)
+    assert response["Location"] == f"/loom/{tree.pk}/"
+    kids = list(tree.root.kids.order_by("position"))
+    assert [k.text for k in kids] == [s["text"] for s in item.samples]
+    assert all(len(k.logprobs["tokens"]) == 6 for k in kids)

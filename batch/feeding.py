@@ -23,9 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from celery import current_app
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
@@ -39,6 +37,7 @@ from completions.client import count_tokens, get_model, prompt_token_bound
 from completions.errors import BackendError, clean_text
 from completions.models import Generation
 from completions.schema import MAX_OUTPUT_WORK, ParamsInvalid, default_max_tokens, validate_params
+from completions.streaming import publish_soon
 from workbench.models import logprob_stats
 
 log = logging.getLogger(__name__)
@@ -171,48 +170,51 @@ def request_feed() -> None:
 
 
 # --- feeding --------------------------------------------------------------------------
+#
+# Two ways a prompt starts. A finished prompt hands its slot straight to the next
+# pending one, in the same transaction that records it (net zero in flight, so the
+# bound holds without a global lock, and the slot is never idle waiting for one).
+# feed() fills slots from scratch under a Postgres advisory lock (counting what is in
+# flight): when a batch starts, resumes or retries, and from beat's sweep.
 
 
 def feed() -> int:
     """Start pending prompts of running batches while fewer than
-    WEFT_BATCH_CONCURRENCY batch generations are in flight. Returns how many started."""
+    WEFT_BATCH_CONCURRENCY batch generations are in flight, one transaction per
+    prompt (its Celery message goes out at once). Returns how many started."""
     started = 0
-    touched: set[int] = set()
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [FEED_LOCK])
-        free = (
-            settings.WEFT_BATCH_CONCURRENCY
-            - BatchItem.objects.filter(state=ItemState.ACTIVE).count()
-        )
-        batches = list(
-            Batch.objects.filter(state=Batch.State.RUNNING)
-            .select_related("owner")
-            .order_by(F("fed_at").asc(nulls_first=True), "pk")[:100]
-        )
-        while free > 0 and batches:
-            for batch in list(batches):
-                if free <= 0:
-                    break
-                item = batch.items.filter(state=ItemState.PENDING).order_by("index").first()
-                if item is None:
-                    batches.remove(batch)
-                    with transaction.atomic():
-                        Batch.objects.select_for_update().get(pk=batch.pk).finish_if_complete()
-                    touched.add(batch.pk)
-                    continue
-                outcome = _start(batch, item)
-                touched.add(batch.pk)
-                if outcome == "started":
-                    free -= 1
-                    started += 1
-                elif outcome == "stop":
-                    batches.remove(batch)
-                elif outcome == "backend":
-                    free = 0  # the backend is away: beat tries again
-    for batch_id in touched:
-        transaction.on_commit(lambda b=batch_id: publish(b))
+    while True:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [FEED_LOCK])
+            in_flight = BatchItem.objects.filter(state=ItemState.ACTIVE).count()
+            if in_flight >= settings.WEFT_BATCH_CONCURRENCY or not _start_next():
+                break
+        started += 1
     return started
+
+
+def _start_next(exclude_batch: int | None = None) -> bool:
+    """Start the next pending prompt, round robin over running batches (the one fed
+    longest ago first). Pending rows are taken with SKIP LOCKED: two starters never
+    take the same prompt, and neither waits for the other."""
+    batches = Batch.objects.filter(state=Batch.State.RUNNING).select_related("owner")
+    for batch in batches.order_by(F("fed_at").asc(nulls_first=True), "pk")[:50]:
+        item = (
+            batch.items.select_for_update(skip_locked=True)
+            .filter(state=ItemState.PENDING)
+            .order_by("index")
+            .first()
+        )
+        if item is None:
+            finish_if_complete(batch.pk)
+            continue
+        outcome = _start(batch, item)
+        if outcome == "started":
+            return True
+        if outcome == "backend":
+            return False  # the backend is away: beat tries again
+    return False
 
 
 def _start(batch: Batch, item: BatchItem) -> str:
@@ -220,19 +222,24 @@ def _start(batch: Batch, item: BatchItem) -> str:
     target = {"batch": batch.pk, "item": item.pk}
     try:
         with transaction.atomic():
+            # Counted at upload: the backend is not asked again for every prompt.
+            # Not streamed: nobody watches a batch prompt's tokens, and a JSON answer
+            # costs the worker no per-token publishing (so cancel stops the prompts not
+            # sent; one in flight finishes, and is kept).
             generation = pipeline.start(
-                batch.owner, body, kind=KIND, target=target, workload="batch"
-            )
+                batch.owner, body, kind=KIND, target=target, workload="batch", stream=False,
+                prompt_tokens=[item.prompt_tokens],
+            )  # fmt: skip
             # The batch keeps the result: never listed under the Workbench's Recover.
             Generation.objects.filter(pk=generation.pk).update(claimed_at=timezone.now())
             BatchItem.objects.filter(pk=item.pk).update(
                 state=ItemState.ACTIVE, generation=generation, attempts=F("attempts") + 1,
                 prompt_tokens=generation.prompt_tokens,
             )  # fmt: skip
-            Batch.objects.filter(pk=batch.pk).update(fed_at=timezone.now())
     except BudgetRefused as refusal:
         log.info("batch %s: paused, budget refused item %s", batch.pk, item.index)
         batch.pause(reason=f"The budget ran out: {refusal.message} Resume when it fits.")
+        transaction.on_commit(lambda: publish(batch.pk))
         return "stop"
     except ParamsInvalid as exc:  # e.g. the model is no longer served
         _fail(item, "invalid_request", "; ".join(f"{e.field}: {e.message}" for e in exc.errors))
@@ -240,6 +247,8 @@ def _start(batch: Batch, item: BatchItem) -> str:
     except BackendError as exc:
         log.warning("batch %s: backend unavailable (%s); feeding later", batch.pk, exc.code)
         return "backend"
+    # Outside the transaction: the batch row is not held locked by every start.
+    transaction.on_commit(lambda: Batch.objects.filter(pk=batch.pk).update(fed_at=timezone.now()))
     return "started"
 
 
@@ -248,6 +257,20 @@ def _fail(item: BatchItem, code: str, message: str) -> None:
         state=ItemState.FAILED, error_code=code, error_message=clean_text(message, 2000),
         finished_at=timezone.now(),
     )  # fmt: skip
+
+
+def finish_if_complete(batch_id: int) -> None:
+    """Mark the batch done when nothing is pending or in flight (checked without a
+    lock first: most calls find work left)."""
+    open_items = BatchItem.objects.filter(
+        batch_id=batch_id, state__in=[ItemState.PENDING, ItemState.ACTIVE]
+    )
+    if open_items.exists():
+        return
+    with transaction.atomic():
+        batch = Batch.objects.select_for_update().filter(pk=batch_id).first()
+        if batch is not None and batch.finish_if_complete():
+            transaction.on_commit(lambda: publish(batch_id))
 
 
 # --- results --------------------------------------------------------------------------
@@ -279,29 +302,27 @@ def _outcome(generation: Generation, attempts: int) -> str:
     return ItemState.FAILED
 
 
-def record(generation: Generation) -> int | None:
-    """Copy a finished batch generation's samples into its item, once. Returns the
+def record(generation: Generation, *, hand_off: bool = False) -> int | None:
+    """Copy a finished batch generation's samples into its item, once; with
+    `hand_off`, start the next pending prompt in the same transaction. Returns the
     batch id when it recorded something."""
     target = generation.target if isinstance(generation.target, dict) else {}
     if generation.workload != "batch" or not generation.is_terminal or "item" not in target:
         return None
     with transaction.atomic():
-        batch = Batch.objects.select_for_update().filter(pk=target.get("batch")).first()
         item = (
             BatchItem.objects.select_for_update()
-            .filter(
-                pk=target["item"], batch=batch, generation_id=generation.pk, state=ItemState.ACTIVE
-            )  # fmt: skip
+            .filter(pk=target["item"], generation_id=generation.pk, state=ItemState.ACTIVE)
             .first()
         )
-        if batch is None or item is None:
+        if item is None:
             return None
         choices = sorted(generation.choices or [], key=lambda c: c.get("index", 0))
         n = (generation.params or {}).get("n") or 1
         item.samples = [sample_summary(c, generation.usage, n) for c in choices]
         usage = generation.usage if isinstance(generation.usage, dict) else {}
         tokens = usage.get("completion_tokens")
-        if not isinstance(tokens, int):
+        if type(tokens) is not int or tokens < 0:
             tokens = sum(s["tokens"] or 0 for s in item.samples)
         item.completion_tokens = tokens
         item.served_model = generation.served_model
@@ -312,22 +333,20 @@ def record(generation: Generation) -> int | None:
         if item.state == ItemState.PENDING:
             item.generation = None
         item.save()
-        batch.completion_tokens += tokens
-        batch.save(update_fields=["completion_tokens"])
-        batch.finish_if_complete()
-    return batch.pk
+        if hand_off and not _start_next():
+            transaction.on_commit(lambda: finish_if_complete(item.batch_id))
+    return item.batch_id
 
 
 def on_generation_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
     """The door's signal, in whichever process finished the run (usually the worker):
-    record the row, tell the page, and give the freed slot to the next prompt."""
+    record the row and hand its slot to the next prompt, then tell the page."""
     if generation.workload != "batch":
         return
     try:
-        batch_id = record(generation)
+        batch_id = record(generation, hand_off=True)
         if batch_id is not None:
             publish(batch_id)
-            feed()
     except Exception:  # never break the worker: beat's sweep records and feeds later
         log.exception("generation %s: batch bookkeeping failed", generation.pk)
 
@@ -336,8 +355,7 @@ def sweep() -> dict[str, int]:
     """Beat: record finished generations whose signal was lost, fail rows whose
     generation is gone, then feed (after a restart this is what resumes batches)."""
     recorded = failed = 0
-    active = BatchItem.objects.filter(state=ItemState.ACTIVE, batch__state__in=[
-        Batch.State.RUNNING, Batch.State.PAUSED, Batch.State.CANCELLED])  # fmt: skip
+    active = BatchItem.objects.filter(state=ItemState.ACTIVE)
     for item in active.filter(generation__state__in=Generation.TERMINAL).select_related(
         "generation"
     ):
@@ -347,6 +365,9 @@ def sweep() -> dict[str, int]:
     for item in active.filter(generation__isnull=True):
         _fail(item, "deleted", "The run's checkpoint was deleted before it finished.")
         failed += 1
+    for batch_id in Batch.objects.filter(state__in=[Batch.State.RUNNING, Batch.State.PAUSED]
+                                         ).values_list("pk", flat=True):  # fmt: skip
+        finish_if_complete(batch_id)
     return {"recorded": recorded, "failed": failed, "started": feed()}
 
 
@@ -354,8 +375,9 @@ def sweep() -> dict[str, int]:
 
 
 def cancel(batch: Batch) -> None:
-    """Cancel the prompts not sent yet and, through the door, the ones in flight (they
-    keep what they generated)."""
+    """Cancel the prompts not sent yet, and through the door the ones still queued in
+    Celery; a prompt already at the backend finishes and is kept (batch prompts are
+    not streamed, so there is no stream to close)."""
     for generation in Generation.objects.filter(pk__in=batch.cancel()):
         if not generation.is_terminal:
             lifecycle.cancel(generation)
@@ -384,10 +406,9 @@ def retry(user: Any, batch: Batch, items: Any) -> int:
 
 
 def publish(batch_id: int) -> None:
-    """Tell the batch's pages that its progress changed (they re-read it)."""
+    """Tell the batch's pages that its progress changed (they re-read it). Does not
+    wait: a page missing an update catches up with the next one."""
     try:
-        async_to_sync(get_channel_layer().group_send)(
-            group_name(batch_id), {"type": "batch.progress"}
-        )
-    except Exception:  # a page missing an update catches up with the next one
+        publish_soon(group_name(batch_id), {"type": "batch.progress"})
+    except Exception:
         log.exception("batch %s: could not publish progress", batch_id)

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Count
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 
@@ -34,7 +34,6 @@ class Batch(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
     total = models.PositiveIntegerField()
     pause_reason = models.TextField(blank=True)
-    completion_tokens = models.BigIntegerField(default=0)
     # Running time before the last resume, and when it last started running (None
     # while paused or ended): tokens per second and the ETA leave pauses out.
     run_seconds = models.FloatField(default=0.0)
@@ -61,12 +60,13 @@ class Batch(models.Model):
 
     def progress(self) -> dict[str, Any]:
         """Counts by item state, tokens per second and the ETA (None when unknown)."""
-        counts = dict(
+        rows = (
             self.items.order_by()
-            .values_list("state")
-            .annotate(n=Count("id"))
-            .values_list("state", "n")
+            .values("state")
+            .annotate(n=Count("id"), tokens=Sum("completion_tokens"))
         )
+        counts = {row["state"]: row["n"] for row in rows}
+        tokens = sum(row["tokens"] or 0 for row in rows)
         done = counts.get(BatchItem.State.DONE, 0)
         failed = counts.get(BatchItem.State.FAILED, 0)
         cancelled = counts.get(BatchItem.State.CANCELLED, 0)
@@ -90,8 +90,8 @@ class Batch(models.Model):
             "percent": round(100 * finished / total, 1),
             "percent_done": round(100 * done / total, 2),
             "percent_failed": round(100 * (failed + cancelled) / total, 2),
-            "tokens": self.completion_tokens,
-            "tokens_per_second": self.completion_tokens / elapsed if elapsed > 0.5 else None,
+            "tokens": tokens,
+            "tokens_per_second": tokens / elapsed if elapsed > 0.5 else None,
             "eta_seconds": eta,
         }
 
@@ -127,7 +127,7 @@ class Batch(models.Model):
 
     def cancel(self) -> list[int]:
         """Cancel what is not sent yet; returns the ids of generations in flight, for
-        the caller to cancel through the door (they keep their partial text)."""
+        the caller to cancel through the door (batch.feeding.cancel)."""
         with transaction.atomic():
             row = self._locked()
             if not row.is_live:

@@ -62,7 +62,10 @@ def batch_new(request: HttpRequest) -> HttpResponse:
     """Upload: parse the file, check every prompt and the whole batch's worst case,
     then create it all in one transaction. Any error: nothing is created or sent."""
     values = params.form_values({})
-    values.update({k: v for k, v in request.POST.items() if isinstance(v, str)})
+    values.update({k: v for k, v in request.POST.items() if k in values})
+    for param in params.PARAMS:  # an unticked checkbox is absent from the POST
+        if param.kind == "bool" and f"{param.name}__present" in request.POST:
+            values[param.name] = param.name in request.POST
     context = _form_context(request, values)
     context["title"] = request.POST.get("title", "")
 

@@ -1,6 +1,7 @@
 """Pause stops feeding (what is in flight finishes), resume feeds again, cancel stops
-the prompts not sent and, through the door, the ones in flight (keeping their text);
-failed rows are sent again by Retry. Against a real worker and the scripted engine."""
+the prompts not sent and, through the door, the ones still queued (one already at the
+backend finishes and is kept); failed rows are sent again by Retry. Against a real
+worker and the scripted engine."""
 
 import time
 
@@ -61,7 +62,7 @@ def test_it_pauses_resumes_and_cancels(batch_stack, engine, client, make_user):
     states = _states(batch)
     assert set(states) <= {"done", "cancelled"} and states.get("cancelled", 0) >= 1, states
     for item in batch.items.filter(state="cancelled", generation__isnull=False):
-        assert item.generation.state == "cancelled"  # stopped through the door
+        assert item.generation.state == "cancelled"  # stopped through the door, unsent
     assert not Generation.objects.filter(owner=user, state__in=Generation.ACTIVE).exists()
     assert BudgetMonth.objects.get(user=user).reserved == 0
     # A cancelled batch is not fed again, and its buttons say so.

@@ -77,7 +77,7 @@ def test_it_runs_a_batch_as_generations_on_the_workers(
     assert len(sent) == 12
     assert {r["headers"]["x-acs-workload"] for r in sent} == {"batch"}
     assert BudgetMonth.objects.get(user=user).reserved == 0
-    assert batch.completion_tokens == 12 * 2 * 6
+    assert batch.progress()["tokens"] == 12 * 2 * 6
 
     last = messages[-1]
     assert 'data-state="done"' in last and "100.0 %" in last and "12 done" in last

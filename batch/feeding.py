@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ FEED_LOCK = 0x62617463  # pg advisory lock: one feeder at a time ("batc")
 # A row whose worker died (worker_lost: a restart, a kill) is sent again this often
 # before it counts as failed.
 MAX_ATTEMPTS = 2
+COUNT_CHUNK, COUNT_THREADS = 250, 4
 ItemState = BatchItem.State
 
 
@@ -97,7 +99,7 @@ def plan(body: dict[str, Any], prompts: list[Prompt]) -> Plan:
     # The table's mean logprob needs each sampled token's logprob: 0 asks for it alone.
     body.setdefault("logprobs", 0)
     texts = [p.prompt for p in prompts]
-    counts = count_tokens(model.id, texts)
+    counts = _count(model.id, texts)
     exact = counts is not None
     if counts is None:
         counts = [prompt_token_bound(t) for t in texts]
@@ -116,6 +118,18 @@ def plan(body: dict[str, Any], prompts: list[Prompt]) -> Plan:
                 prompt.line,
             )
     return Plan(body, counts, exact)
+
+
+def _count(model_id: str, texts: list[str]) -> list[int] | None:
+    """Every prompt's exact token count, or None when the backend cannot count. The
+    backend's /tokenize takes one prompt: a few chunks in parallel keep 10,000 prompts
+    to seconds."""
+    chunks = [texts[i : i + COUNT_CHUNK] for i in range(0, len(texts), COUNT_CHUNK)]
+    with ThreadPoolExecutor(min(COUNT_THREADS, len(chunks))) as pool:
+        results = list(pool.map(lambda chunk: count_tokens(model_id, chunk), chunks))
+    if any(r is None for r in results):
+        return None
+    return [count for result in results for count in result or []]
 
 
 def check_budget(user: Any, body: dict[str, Any], counts: list[int]) -> None:

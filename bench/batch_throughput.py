@@ -214,6 +214,8 @@ def main() -> None:
         "batch_prompts_per_s": round(args.prompts / batch_s, 2),
         "direct_prompts_per_s": round(args.prompts / direct_s, 2),
         "throughput_ratio": round(ratio, 3),
+        # The same without the upload (parse, count every prompt, store): the feeding alone.
+        "throughput_ratio_after_upload": round(direct_s / (batch_s - upload_s), 3),
         "batch_completion_tokens": progress["tokens"],
         "direct_tokens": direct_tokens,
         "web_rss_mb_first_last_max": [round(rss[0], 1), round(rss[-1], 1), round(max(rss), 1)],

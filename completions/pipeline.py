@@ -164,13 +164,13 @@ def start(
     record_refusal: bool = False,
     prompt_tokens: list[int] | None = None,
 ) -> Generation:
-    params, prompt_tokens = prepare(data, stream=stream, prompt_tokens=prompt_tokens)
+    params, prompt_count = prepare(data, stream=stream, prompt_tokens=prompt_tokens)
     try:
         with transaction.atomic():
             generation = _reserve_and_create(
                 user,
                 params,
-                prompt_tokens,
+                prompt_count,
                 state=State.QUEUED,
                 kind=kind,
                 target=target,

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "loom",
     "inspector",
     "api",
+    "batch",
 ]
 
 MIDDLEWARE = [
@@ -145,6 +146,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "completions.tasks.purge_expired_generations",
         "schedule": 3600.0,
     },
+    "batch-sweep": {"task": "batch.tasks.sweep_batches", "schedule": 10.0},
     "api-release-stale-reservations": {
         "task": "api.tasks.release_stale_api_reservations",
         "schedule": 60.0,
@@ -218,11 +220,15 @@ WEFT_GENERATION_QUEUED_LIMIT_SECONDS = env_float(
 # can be scaled separately from other work.
 WEFT_GENERATION_QUEUE = env_str("WEFT_GENERATION_QUEUE")
 
+# Batch generations queued or running at once, over every user's batches: the worker
+# threads beyond it stay free for the pages (WEFT_WORKER_CONCURRENCY is 8).
+WEFT_BATCH_CONCURRENCY = env_int("WEFT_BATCH_CONCURRENCY", 4, minimum=1)
+
 # Request bodies over these sizes are answered 413 before they are read
 # (core.middleware.RequestBodyLimitMiddleware); imports may be larger.
 WEFT_MAX_REQUEST_BYTES = env_int("WEFT_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
 WEFT_MAX_IMPORT_BYTES = env_int("WEFT_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=1024)
-WEFT_IMPORT_PATHS = ["/loom/import/"]
+WEFT_IMPORT_PATHS = ["/loom/import/", "/batch/new/"]
 # Django's own check on form fields (files excluded) agrees with the body limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = WEFT_MAX_REQUEST_BYTES
 

@@ -189,6 +189,16 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:show_archived": ("POST", []),
     "loom:action": ("POST", NODE_FIELDS),
     "api_keys": ("POST", ["name"]),
+    "batch:list": ("GET", []),
+    "batch:new": ("POST", ["FILE", "format", "title", *PARAMS]),
+    "batch:detail": ("GET", ["page", "failed"]),
+    "batch:results": ("GET", ["page", "failed"]),
+    "batch:export": ("GET", []),
+    "batch:delete": ("POST", []),
+    "batch:control": ("POST", []),
+    "batch:item_retry": ("POST", []),
+    "batch:item_workbench": ("GET", []),
+    "batch:item_loom": ("POST", []),
     "api_key_revoke": ("POST", []),
 }
 NOT_FUZZED = {
@@ -214,6 +224,7 @@ STR_VALUES = {
     ],
     "action": ACTIONS,
     "direction": ["next", "prev"],
+    "control": ["pause", "resume", "cancel", "retry"],
 }
 
 

@@ -33,6 +33,7 @@ def make_world(user) -> dict[str, Any]:
     """`user` owning one of everything a path id can name, and a client logged in as
     them: {"user", "ids" (path kwarg -> id, or a list of ids), "client"}."""
     from api.models import ApiKey
+    from batch.models import Batch, BatchItem
     from completions.models import Generation
     from loom.models import Author, Tree
     from workbench.models import Draft, Preset, Run, SavedPrompt
@@ -59,6 +60,18 @@ def make_world(user) -> dict[str, Any]:
     Draft.objects.create(
         owner=user, values={"prompt": "a draft", "max_tokens": "abc"}, runs=[done.pk]
     )
+    batch = Batch.objects.create(owner=user, title="b", params={"model": "scripted", "max_tokens": 2},
+                                 total=2, state="done")  # fmt: skip
+    batch_done = Generation.objects.create(
+        owner=user, kind="workbench", workload="batch", params={"prompt": "y", "max_tokens": 2},
+        state="done", choices=[{"index": 0, "text": " d"}], target={"batch": batch.pk},
+    )  # fmt: skip
+    item = BatchItem.objects.create(batch=batch, index=0, line=1, prompt="y", state="done",
+                                    generation=batch_done, metadata={"id": 1},
+                                    samples=[{"text": " d", "finish_reason": "length",
+                                              "tokens": 1, "mean_logprob": -0.5}])  # fmt: skip
+    failed = BatchItem.objects.create(batch=batch, index=1, line=2, prompt="z", state="failed",
+                                      error_code="upstream_error")  # fmt: skip
     ids = {
         "tree_id": tree.pk,
         "node_id": child.pk,
@@ -67,6 +80,8 @@ def make_world(user) -> dict[str, Any]:
         "preset_id": Preset.objects.create(owner=user, name="p", params={"n": 2}).pk,
         "prompt_id": SavedPrompt.objects.create(owner=user, name="s", prompt="hi").pk,
         "key_id": ApiKey.objects.create_key(user, "k")[0].pk,
+        "batch_id": batch.pk,
+        "item_id": [item.pk, failed.pk],
     }
     client = Client(raise_request_exception=False)
     client.force_login(user)
@@ -76,6 +91,7 @@ def make_world(user) -> dict[str, Any]:
 def snapshot(user) -> str:
     """The user's data, as a digest: what a refused request must leave alone."""
     from api.models import ApiKey
+    from batch.models import Batch, BatchItem
     from completions.models import Generation
     from loom.models import Node, RedoEntry, Tree
     from workbench.models import Draft, Preset, Run, Sample, SavedPrompt
@@ -99,6 +115,12 @@ def snapshot(user) -> str:
         list(Draft.objects.filter(owner=user).values_list("pk", "values", "runs")),
         list(
             ApiKey.objects.filter(user=user).order_by("pk").values_list("pk", "name", "revoked_at")
+        ),
+        list(Batch.objects.filter(owner=user).order_by("pk").values_list("pk", "title", "state")),
+        list(
+            BatchItem.objects.filter(batch__owner=user)
+            .order_by("pk")
+            .values_list("pk", "prompt", "state", "generation_id", "samples")
         ),
         # A request refused after it was sent records its outcome (failed/refused).
         list(

@@ -70,6 +70,23 @@ def running_for(node: Node):
     return Generation.objects.filter(kind=KIND, state__in=ACTIVE, target__parent=node.pk)
 
 
+def materialize_finished(node: Node) -> None:
+    """Attach the node's finished generations that no page has attached yet. The page
+    normally does it when it fetches the result; but when two generations end close
+    together, the reader re-read by the first can replace the second's live target
+    before it fetches, and a closed browser fetches nothing. Detached ones (an undone
+    attach) stay for Recover: materialize() skips them."""
+    finished = Generation.objects.filter(
+        kind=KIND,
+        target__parent=node.pk,
+        claimed_at__isnull=True,
+        state__in=Generation.TERMINAL,
+        owner_id=node.tree.owner_id,
+    ).order_by("id")
+    for g in finished[:MAX_MODELS]:
+        materialize(g)
+
+
 def start(user, tree: Tree, node: Node, data: dict):
     return start_many(user, tree, node, [data])[0]
 

@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 from core.tokens import LEGEND, chips_for, chips_html
 from loom import sql
 from loom.formats import exporters
-from loom.generation import PARAM_FIELDS, effective_settings, running_for
+from loom.generation import PARAM_FIELDS, effective_settings, materialize_finished, running_for
 from loom.models import Author, Node, Tree
 
 PREVIEW = 200
@@ -69,6 +69,7 @@ def colour_children(tree: Tree, nodes: list) -> None:
 def reader_context(
     tree: Tree, node: Node, *, children_only: bool = False, show_archived: bool = False
 ) -> dict[str, Any]:
+    materialize_finished(node)
     kids = node.children() if show_archived else node.children().filter(archived=False)
     children = list(_light(kids)[: NEIGHBOURS + 1])
     colour_children(tree, children)

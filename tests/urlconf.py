@@ -49,7 +49,9 @@ def make_world(user) -> dict[str, Any]:
     )  # fmt: skip
     loom = Generation.objects.create(
         owner=user, kind="loom", params={"prompt": "x"}, state="done",
-        target={"tree": tree.pk, "parent": child.pk}, choices=[{"index": 0, "text": " c"}],
+        # Detached (an undone attach): it waits in Recover, and opening the node leaves it.
+        target={"tree": tree.pk, "parent": child.pk, "detached": True},
+        choices=[{"index": 0, "text": " c"}],
     )  # fmt: skip
     inspect = Generation.objects.create(
         owner=user, kind="inspect", params={"prompt": "x"}, state="done", choices=[],

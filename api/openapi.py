@@ -179,6 +179,21 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "description": "One server-sent event: `data` is a completion chunk as JSON (the "
+    "Completion shape, text so far in each choice's delta), and the last event's data is "
+    "`[DONE]`.",
+    "required": ["data"],
+    "properties": {
+        "data": {"type": "string"},
+        "event": {"type": "string"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
+
+
 def _header_refs(names: list[str], required: set[str]) -> dict[str, Any]:
     out = {}
     for name in names:
@@ -510,7 +525,8 @@ def _operation(path: str, method: str) -> dict[str, Any]:
             "headers": ok_headers,
             "content": {
                 "application/json": _json("Completion"),
-                "text/event-stream": {"schema": {"type": "string"}},
+                # Before OpenAPI 3.2 (no itemSchema), `schema` describes each event.
+                "text/event-stream": {"schema": SSE_EVENT},
             },
         }
         op["parameters"] = [WORKLOAD, PREFER, IDEMPOTENCY_KEY]

@@ -23,6 +23,7 @@ from django.conf import settings
 
 from completions.client import _error_for_response, _transport_error, aget_model, aroute
 from completions.errors import BackendError
+from completions.pool import FlatTransport
 from completions.schema import ModelInfo
 
 ROUTE_CACHE_SECONDS = 2.0  # in-process; the shared cache behind it holds the listing 30 s
@@ -56,7 +57,9 @@ def http() -> httpx.AsyncClient:
                 write=settings.WEFT_BACKEND_READ_TIMEOUT,
                 pool=settings.WEFT_BACKEND_CONNECT_TIMEOUT,
             ),
-            limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
+            transport=FlatTransport(
+                httpx.Limits(max_connections=512, max_keepalive_connections=128)
+            ),
         )
         _clients[loop] = client
     return client

@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.cpu import cpu_seconds, pid_serving  # noqa: E402
 from bench.stack import percentile, start_services, start_web  # noqa: E402
 from config import launcher  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
@@ -212,33 +213,6 @@ async def concurrent(
     }
 
 
-def cpu_seconds(pids: dict) -> dict:
-    """User + system CPU seconds of each process so far (Linux' /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    times = {}
-    for name, pid in pids.items():
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        times[name] = (int(fields[11]) + int(fields[12])) / tick
-    return times
-
-
-def pid_listening(url: str) -> int:
-    """The process whose command line serves on this URL's port (the engines)."""
-    port = url.rsplit(":", 1)[1]
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--port" in args and args[args.index(b"--port") + 1 : args.index(b"--port") + 2] == [
-            port.encode()
-        ]:
-            return int(entry.name)
-    raise RuntimeError(f"no process serves {url}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=300)
@@ -278,7 +252,7 @@ def main() -> None:
                 part_two(paced, weft, keys, args)
             if "3" in parts:
                 web = next(proc.pid for name, proc, _ in sup.children if name == "web")
-                pids = {"web": web, "engine": pid_listening(paced), "client": os.getpid()}
+                pids = {"web": web, "engine": pid_serving(paced), "client": os.getpid()}
                 part_three(paced, weft, keys, args, pids)
             print(f"uptime: {os.popen('uptime').read().strip()}")
         finally:

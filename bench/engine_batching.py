@@ -1,6 +1,7 @@
 """Continuous batching in the local engine (issue 12), as ratios measured in one run.
 
     .venv/bin/python bench/engine_batching.py [--threads N] [--rounds 2] [--skip-old]
+        [--only 5] [--old-commit COMMIT]
 
 Real model (SmolLM2-135M on llama.cpp) over HTTP. Every figure is a ratio of two runs
 made side by side in this process, so load from other processes hits both alike:
@@ -12,7 +13,9 @@ made side by side in this process, so load from other processes hits both alike:
 4. 16 concurrent requests: errors (target 0) and aggregate tokens/s against the same
    requests one at a time (target >= 1.3x);
 5. full-vocabulary prompt_logprobs body MB/s against the engine before batching (commit
-   2dae95f, extracted with git archive and started from a temporary folder).
+   2dae95f, or --old-commit, extracted with git archive and started from a temporary
+   folder), with MB per CPU-second of the engine and of the reader (the bench itself,
+   another process than the engine) beside the wall-clock rates.
 
 Samples stop at EOS or max_tokens, so rates are completion tokens over wall time. Not a
 test: it prints numbers (with the load average).
@@ -186,7 +189,9 @@ def full_vocab_rate(url: str, rounds: int, prompt_tokens: int = 48) -> dict[str,
     return {k: statistics.median(run[k] for run in runs[1:]) for k in runs[0]}
 
 
-def full_vocab_line(new: dict[str, float], old: dict[str, float] | None) -> str:
+def full_vocab_line(
+    new: dict[str, float], old: dict[str, float] | None, commit: str = OLD_COMMIT
+) -> str:
     text = (
         f"5. full-vocabulary body ({new['mb']:.0f} MB): {new['whole']:.0f} MB/s end to end "
         f"(target >= 150), {new['body']:.0f} from the first byte; "
@@ -195,7 +200,7 @@ def full_vocab_line(new: dict[str, float], old: dict[str, float] | None) -> str:
     )
     if old is not None:
         text += (
-            f"; before batching ({OLD_COMMIT}): {old['whole']:.0f} MB/s end to end = "
+            f"; the engine at {commit}: {old['whole']:.0f} MB/s end to end = "
             f"{new['whole'] / old['whole']:.2f}x, {old['body']:.0f} from the first byte, "
             f"{old['engine_mb_per_cpu_s']:.0f} MB per engine CPU-second"
         )
@@ -203,11 +208,11 @@ def full_vocab_line(new: dict[str, float], old: dict[str, float] | None) -> str:
 
 
 @contextlib.contextmanager
-def old_engine(threads: int | None) -> Iterator[str]:
-    """The engine as of OLD_COMMIT, from a temporary folder."""
+def old_engine(threads: int | None, commit: str = OLD_COMMIT) -> Iterator[str]:
+    """The engine as of a commit (OLD_COMMIT: before batching), from a temporary folder."""
     with tempfile.TemporaryDirectory(prefix="weft-old-engine-") as folder:
         archive = subprocess.run(
-            ["git", "archive", OLD_COMMIT, "engine"], cwd=ROOT, check=True, capture_output=True
+            ["git", "archive", commit, "engine"], cwd=ROOT, check=True, capture_output=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
         port = _free_port()
@@ -258,6 +263,11 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--skip-old", action="store_true", help="no baseline engine (step 5)")
     p.add_argument("--only", choices=["5"], help="step 5 alone")
+    p.add_argument(
+        "--old-commit",
+        default=OLD_COMMIT,
+        help=f"the engine step 5 compares against (default {OLD_COMMIT}, before batching)",
+    )
     args = p.parse_args()
     print("uptime:", os.popen("uptime").read().strip())
     with run_engine("llama", n_threads=args.threads, startup_timeout=120) as url:
@@ -269,9 +279,9 @@ def main() -> None:
         if args.skip_old:
             print(full_vocab_line(new, None))
         else:
-            with old_engine(args.threads) as old_url:
+            with old_engine(args.threads, args.old_commit) as old_url:
                 old = full_vocab_rate(old_url, args.rounds)
-            print(full_vocab_line(new, old))
+            print(full_vocab_line(new, old, args.old_commit))
     print("uptime:", os.popen("uptime").read().strip())
 
 

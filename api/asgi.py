@@ -17,9 +17,9 @@ def _is_v1(path: str) -> bool:
 
 
 def _handler(req: Request):
-    from api.urls import ROUTES
+    from api.urls import QUERY_PARAMS, ROUTES, route_of
 
-    path = req.path.rstrip("/") if req.path != "/" else req.path
+    path = route_of(req.path.rstrip("/") if req.path != "/" else req.path)
     methods = ROUTES.get(path)
     if methods is None:
         raise ApiError("not_found", f"no route {req.method} {req.path} (see /openapi.json)")
@@ -38,11 +38,15 @@ def _handler(req: Request):
                                                    strict_parsing=True, errors="strict")]  # fmt: skip
         except (ValueError, UnicodeDecodeError):
             raise ApiError("invalid_request", "the query string is malformed") from None
-        raise ApiError(
-            "invalid_request",
-            f"{req.path} takes no query parameters (got {', '.join(sorted(set(names)))})",
-            param=names[0] if names else None,
-        )
+        accepted = QUERY_PARAMS.get((path, req.method), set())
+        unknown = [name for name in names if name not in accepted]
+        if unknown or not names:
+            takes = ", ".join(sorted(accepted)) or "no query parameters"
+            raise ApiError(
+                "invalid_request",
+                f"{req.method} {req.path} takes {takes} (got {', '.join(sorted(set(names)))})",
+                param=unknown[0] if unknown else None,
+            )
     return handler
 
 

@@ -62,9 +62,18 @@ ERRORS: dict[str, ErrorSpec] = {
         401, "authentication_error", "The key is unknown, revoked, or its user is inactive."
     ),
     "not_found": ErrorSpec(404, INVALID, "No such route under /v1."),
+    "job_not_found": ErrorSpec(
+        404, INVALID, "No completion job has this id for this key (or its metadata expired)."
+    ),
     "method_not_allowed": ErrorSpec(405, INVALID, "The route exists but not for this method."),
     "request_too_large": ErrorSpec(
         413, INVALID, "The request body is larger than the server accepts.", should_retry=False
+    ),
+    "idempotency_key_reused": ErrorSpec(
+        422,
+        INVALID,
+        "This Idempotency-Key was already used by this key with a different body; "
+        "send the same body to get the same job back, or a new key for a new job.",
     ),
     "budget_exceeded": ErrorSpec(
         429,

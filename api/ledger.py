@@ -340,7 +340,10 @@ def release_stale() -> int:
     from api.limits import active_key
 
     grace = _dt.timedelta(seconds=2 * settings.WEFT_API_LEASE_SECONDS + 5)
-    candidates = ApiRequest.objects.filter(settled=False, created_at__lt=timezone.now() - grace)
+    # A completion job's reservation waits for its worker, however long it is queued.
+    candidates = ApiRequest.objects.filter(
+        settled=False, created_at__lt=timezone.now() - grace, job__isnull=True
+    )
     client = redis.Redis.from_url(settings.REDIS_URL)
     seconds, micros = client.time()
     now_ms = seconds * 1000 + micros // 1000

@@ -221,3 +221,146 @@ class ApiRequest(models.Model):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+# --- below: completion jobs (Prefer: respond-async) and their harvest ------------------
+
+JOB_ID_PREFIX = "job-"
+
+
+def new_job_id() -> str:
+    return JOB_ID_PREFIX + secrets.token_hex(12)
+
+
+class CompletionJobQuerySet(models.QuerySet["CompletionJob"]):
+    def for_key(self, key: ApiKey) -> CompletionJobQuerySet:
+        return self.filter(key=key)
+
+    def stale(self, now=None) -> CompletionJobQuerySet:
+        """Running jobs whose worker stopped beating: it died mid-job."""
+        now = now or timezone.now()
+        cutoff = now - timedelta(seconds=settings.WEFT_GENERATION_STALE_SECONDS)
+        return self.filter(status=CompletionJob.Status.RUNNING, heartbeat_at__lt=cutoff)
+
+    def unclaimed(self, now=None) -> CompletionJobQuerySet:
+        """Queued jobs whose Celery message was sent long ago: it may be lost (a Redis
+        restart without persistence loses the broker's queue)."""
+        now = now or timezone.now()
+        cutoff = now - timedelta(seconds=settings.WEFT_JOB_REQUEUE_SECONDS)
+        return self.filter(status=CompletionJob.Status.QUEUED, enqueued_at__lt=cutoff)
+
+    def queue_expired(self, now=None) -> CompletionJobQuerySet:
+        now = now or timezone.now()
+        return self.filter(status=CompletionJob.Status.QUEUED, created_at__lt=now - JOB_QUEUED_TTL)
+
+    def content_expired(self, now=None) -> CompletionJobQuerySet:
+        """Terminal jobs whose request and result content must go (24 h after the end)."""
+        now = now or timezone.now()
+        return self.filter(
+            status__in=CompletionJob.CONTENT_TERMINAL,
+            finished_at__lt=now - JOB_CONTENT_TTL,
+        )
+
+    def metadata_expired(self, now=None) -> CompletionJobQuerySet:
+        """Jobs past the 7 days their compact metadata is kept, accounting resolved."""
+        now = now or timezone.now()
+        return self.filter(
+            status=CompletionJob.Status.EXPIRED, finished_at__lt=now - JOB_METADATA_TTL
+        ).filter(models.Q(api_request__isnull=True) | models.Q(api_request__settled=True))
+
+
+# The seed's Privacy section: queued jobs expire after 24 h; request/result content 24 h
+# after the job becomes terminal; compact metadata 7 days after completion.
+JOB_QUEUED_TTL = timedelta(hours=24)
+JOB_CONTENT_TTL = timedelta(hours=24)
+JOB_METADATA_TTL = timedelta(days=7)
+
+
+class CompletionJob(models.Model):
+    """A POST /v1/completions sent with `Prefer: respond-async`: validated, budgeted and
+    reserved at submission like a synchronous request, run on a Celery worker, harvested
+    with GET /v1/harvest/<public_id>. `result` is the backend's body verbatim (text, so
+    not a byte of it is re-shaped); `api_request` is the submission's metadata row, which
+    holds the reservation until the job settles."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        EXPIRED = "expired"
+
+    ACTIVE = frozenset({Status.QUEUED, Status.RUNNING})
+    TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.EXPIRED})
+    CONTENT_TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_job_id, editable=False)
+    key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="jobs")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="completion_jobs"
+    )
+    api_request = models.OneToOneField(
+        ApiRequest, on_delete=models.SET_NULL, null=True, blank=True, related_name="job"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # What it was before its content expired (queued: it never ran).
+    expired_from = models.CharField(max_length=16, blank=True)
+    model = models.CharField(max_length=200)
+    workload = models.CharField(max_length=16, blank=True)
+
+    # Deduplication: the client's Idempotency-Key and a digest of the canonical body.
+    idempotency_key = models.CharField(max_length=255, blank=True)
+    body_sha256 = models.CharField(max_length=64)
+
+    # Content, deleted JOB_CONTENT_TTL after the job ends.
+    request = models.JSONField(null=True, blank=True, help_text="The body sent upstream.")
+    result = models.TextField(blank=True, help_text="The backend's body, verbatim.")
+    error = models.JSONField(null=True, blank=True, help_text="The error envelope.")
+
+    # Compact metadata, kept JOB_METADATA_TTL.
+    error_code = models.CharField(max_length=64, blank=True)
+    clamped = models.CharField(max_length=120, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0, help_text="Exact or an upper bound.")
+    prompt_exact = models.BooleanField(default=True)
+    choice_count = models.PositiveIntegerField(default=1)
+    max_tokens = models.PositiveIntegerField(default=0, help_text="Applied, after any clamp.")
+    usage_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    usage_completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    charged_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    served_model = models.CharField(max_length=300, blank=True)
+
+    run_token = models.CharField(max_length=64, blank=True, help_text="The worker running it.")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+
+    created_at = models.DateTimeField(default=timezone.now)
+    enqueued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    content_deleted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = CompletionJobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["key", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="api_job_idempotency_unique",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["status", "heartbeat_at"], name="api_job_status_beat"),
+            models.Index(fields=["status", "finished_at"], name="api_job_status_finished"),
+            models.Index(fields=["status", "created_at"], name="api_job_status_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL

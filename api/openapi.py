@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from django.conf import settings
+
 from api.errors import ERRORS
 from completions.schema import MAX_OUTPUT_WORK, CompletionParams
 
@@ -84,6 +86,20 @@ HEADERS: dict[str, dict[str, Any]] = {
         "description": "Seconds to wait before retrying (every 429, 502 and 503).",
         "schema": {"type": "string", "pattern": r"^\d+$"},
     },
+    "Location": {
+        "description": "Where to harvest the job: `/v1/harvest/<id>`.",
+        "schema": {"type": "string", "pattern": r"^/v1/harvest/job-[0-9a-f]+$"},
+    },
+    "Preference-Applied": {
+        "description": "`respond-async`: the request became a job (RFC 7240).",
+        "schema": {"type": "string", "enum": ["respond-async"]},
+    },
+    "X-Acs-Longpoll": {
+        "description": "`declined` on a harvest answered early (a normal 200 with the job as "
+        "it is) because too many long-polls were already waiting; poll again after "
+        "Retry-After.",
+        "schema": {"type": "string", "enum": ["declined"]},
+    },
     "X-Should-Retry": {
         "description": "`false` where a retry cannot help (504 upstream_deadline, 413, "
         "400 deadline_infeasible); openai-python then skips its retries.",
@@ -94,6 +110,7 @@ HEADERS: dict[str, dict[str, Any]] = {
 _AUTH = ["missing_api_key", "invalid_api_key"]
 _LIMITS = ["queue_full", "rate_limited"]
 _UPSTREAM = ["upstream_error", "upstream_unavailable"]
+HARVEST = "/v1/harvest/{id}"
 
 OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("/v1/completions", "post"): {
@@ -111,12 +128,34 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
             "deadline_infeasible",
             *_AUTH,
             "request_too_large",
+            "idempotency_key_reused",
             "budget_exceeded",
             *_LIMITS,
             "internal_error",
             *_UPSTREAM,
             "upstream_deadline",
         ],
+    },
+    (HARVEST, "get"): {
+        "operationId": "harvestJob",
+        "summary": "A completion job's state, and its result once it has one (long-poll)",
+        "description": "With `wait=S` the answer comes as soon as the job ends, or after S "
+        "seconds with the job as it is then; S is at most the bound below "
+        "(WEFT_JOB_LONGPOLL_MAX_SECONDS). When too many long-polls already wait, the "
+        "answer comes at once with `X-Acs-Longpoll: declined` and `Retry-After`. "
+        "`result` (when succeeded) is the completion body exactly as POST /v1/completions "
+        "returns it; `error` (when failed) is the error body it would have returned. Only "
+        "the key that submitted the job can see it; any other id is a 404 job_not_found.",
+        "errors": ["invalid_request", *_AUTH, "job_not_found", *_LIMITS, "internal_error"],
+    },
+    (HARVEST, "delete"): {
+        "operationId": "cancelJob",
+        "summary": "Cancel a completion job",
+        "description": "A queued job is cancelled at once (nothing is charged); a running "
+        "one is stopped within a heartbeat (the answer may still say running, with "
+        "`cancel_requested`) and charged the prompt and what can have been generated. A "
+        "finished job is returned unchanged.",
+        "errors": ["invalid_request", *_AUTH, "job_not_found", *_LIMITS, "internal_error"],
     },
     ("/v1/models", "get"): {
         "operationId": "listModels",
@@ -292,6 +331,55 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
             },
         },
     },
+    "CompletionJob": {
+        "description": "A completion sent with `Prefer: respond-async`. Queued jobs expire "
+        "after 24 h; request and result content is deleted 24 h after the job ends (it then "
+        "reads `expired`, `expired_from` saying what it was); the compact row (id, "
+        "Idempotency-Key, status, tokens) stays 7 days after completion.",
+        "type": "object",
+        "required": ["id", "object", "status", "created_at", "model", "max_tokens_clamped"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^job-[0-9a-f]+$"},
+            "object": {"const": "completion.job"},
+            "status": {
+                "enum": ["queued", "running", "succeeded", "failed", "cancelled", "expired"]
+            },
+            "created_at": {"type": "integer", "description": "Unix seconds."},
+            "started_at": {"type": ["integer", "null"]},
+            "finished_at": {"type": ["integer", "null"]},
+            "expires_at": {
+                "type": ["integer", "null"],
+                "description": "When what is stored goes next: a queued job, or a finished "
+                "job's content.",
+            },
+            "model": {"type": "string", "description": "The short id it was routed by."},
+            "idempotency_key": _NULLABLE_STRING,
+            "max_tokens_clamped": {
+                "description": "The clamp decided at submission (as X-Acs-Max-Tokens-Clamped).",
+                "type": ["object", "null"],
+                "properties": {
+                    "requested": {"type": "integer"},
+                    "applied": {"type": "integer"},
+                    "reason": {"enum": ["budget", "deadline", "deadline+budget"]},
+                    "source": {"enum": ["client", "default"]},
+                },
+            },
+            "usage": {
+                "description": "Once settled: the tokens used and what the key was charged.",
+                "type": ["object", "null"],
+                "properties": {
+                    "prompt_tokens": {"type": "integer"},
+                    "completion_tokens": {"type": "integer"},
+                    "total_tokens": {"type": "integer"},
+                    "charged_tokens": {"type": "integer"},
+                },
+            },
+            "cancel_requested": {"type": "boolean"},
+            "expired_from": {"enum": ["queued", "succeeded", "failed", "cancelled", None]},
+            "result": {"$ref": "#/components/schemas/Completion"},
+            "error": {"$ref": "#/components/schemas/ErrorEnvelope"},
+        },
+    },
     "Model": {
         "type": "object",
         "required": ["id", "object", "root", "default", "capabilities"],
@@ -351,6 +439,50 @@ WORKLOAD = {
 }
 
 
+PREFER = {
+    "name": "Prefer",
+    "in": "header",
+    "required": False,
+    "description": "`respond-async`: answer 202 with a completion job at once (validated, "
+    "budgeted and clamped now, run on a worker) instead of the completion; harvest it at "
+    "its Location. Not with stream: true. Other preferences are ignored.",
+    "schema": {"type": "string"},
+    "example": "respond-async",
+}
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "With `Prefer: respond-async`: 1–255 printable ASCII characters. The same "
+    "key and body give back the same job (no second run or charge) for as long as the job's "
+    "metadata is kept (7 days); the same key with another body is a 422 "
+    "idempotency_key_reused. Scoped to the API key. Ignored without respond-async.",
+    "schema": {"type": "string"},
+}
+
+
+def _job_id_parameter() -> dict[str, Any]:
+    return {
+        "name": "id",
+        "in": "path",
+        "required": True,
+        "description": "The job's id (from the 202's body or Location).",
+        "schema": {"type": "string"},
+    }
+
+
+def _wait_parameter() -> dict[str, Any]:
+    bound = settings.WEFT_JOB_LONGPOLL_MAX_SECONDS
+    return {
+        "name": "wait",
+        "in": "query",
+        "required": False,
+        "description": f"Seconds to wait for the job to end, 0 to {bound:g} (default 0: "
+        "answer at once). Anything else is a 400 invalid_request.",
+        "schema": {"type": "number", "minimum": 0, "maximum": bound},
+    }
+
+
 def _json(ref: str) -> dict[str, Any]:
     return {"schema": {"$ref": f"#/components/schemas/{ref}"}}
 
@@ -381,7 +513,29 @@ def _operation(path: str, method: str) -> dict[str, Any]:
                 "text/event-stream": {"schema": {"type": "string"}},
             },
         }
-        op["responses"] = {"200": ok}
+        op["parameters"] = [WORKLOAD, PREFER, IDEMPOTENCY_KEY]
+        accepted = {
+            "description": "With `Prefer: respond-async`: the completion job (also for a "
+            "replayed Idempotency-Key, in whatever state that job is now).",
+            "headers": _header_refs(
+                ["X-Request-Id", "Location", "Preference-Applied", "X-Acs-Max-Tokens-Clamped"],
+                {"X-Request-Id", "Location", "Preference-Applied"},
+            ),
+            "content": {"application/json": _json("CompletionJob")},
+        }
+        op["responses"] = {"200": ok, "202": accepted}
+    elif path == HARVEST:
+        op["parameters"] = [WORKLOAD, _job_id_parameter()]
+        if method == "get":
+            op["parameters"].append(_wait_parameter())
+        headers = ["X-Request-Id"] + (["X-Acs-Longpoll", "Retry-After"] if method == "get" else [])
+        op["responses"] = {
+            "200": {
+                "description": "The job.",
+                "headers": _header_refs(headers, {"X-Request-Id"}),
+                "content": {"application/json": _json("CompletionJob")},
+            }
+        }
     elif path == "/v1/models":
         op["responses"] = {
             "200": {"description": "The models.", "headers": ok_headers, "content": {"application/json": _json("ModelList")}}
@@ -423,7 +577,8 @@ def build_spec(server_url: str | None = None) -> dict[str, Any]:
             "carries X-Request-Id. Beyond the operations below: an unknown path under /v1 is "
             f"a {ERRORS['not_found'].status} `not_found`, another method on a listed path a "
             f"{ERRORS['method_not_allowed'].status} `method_not_allowed` (with `Allow`), and "
-            "a query string on any operation a 400 `invalid_request` (none takes one).",
+            "a query string on any operation a 400 `invalid_request` (only the harvest "
+            "takes one, `wait`).",
         },
         "servers": [{"url": server_url or "/"}],
         "security": [{"bearer": []}],

@@ -23,6 +23,7 @@ from django.conf import settings
 
 from api import auth, ledger, limits
 from api.errors import ERRORS, ApiError
+from api.harvest import JobRequest
 from api.http import GZIP_MIN_BYTES, GzipStream, Request, log_bug
 from completions import passthrough
 from completions.client import alist_models, prompt_token_bound
@@ -424,16 +425,25 @@ async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
     meter = Meter(0)
     failure = ""
     plan: Plan | None = None
+    handed_off = False  # a job's reservation is the worker's to settle
     try:
         async with limits.slot_for(key.pk, req.id):
             data = _parse_json(raw)
+            job = JobRequest.of(req, data)  # Prefer: respond-async
+            if job is not None and await job.replayed(key):
+                return
             plan = await make_plan(data)
+            if job is not None:
+                job.check(plan)
             row.update(model=plan.target.model.id, stream=bool(plan.params.stream))
             res = await reserve(plan, key, row)
             meter.prompt_tokens = plan.prompt_tokens
             if clamp := plan.clamp_header():
                 req.extra_headers["X-Acs-Max-Tokens-Clamped"] = clamp
-            if plan.params.stream:
+            if job is not None:
+                handed_off = True
+                await job.submit(key, plan, res)
+            elif plan.params.stream:
                 failure = await pass_stream(req, plan, meter)
             else:
                 failure = await pass_json(req, plan, meter)
@@ -451,7 +461,8 @@ async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
         log_bug(req, exc)
         await req.error(ApiError("internal_error", f"internal error; quote {req.id}"))
     finally:
-        _finish(req, row, res, meter, failure, plan)
+        if not handed_off:
+            _finish(req, row, res, meter, failure, plan)
 
 
 def _finish(

@@ -173,6 +173,22 @@ class _Settings:
             return error.retry_after if error.retry_after <= self.max_retry_wait else None
         return min(self.max_retry_wait, 0.5 * 2**attempt) * random.uniform(1.0, 1.25)
 
+    def _wait_or_raise(
+        self, response: httpx.Response, method: str, url: str, attempt: int
+    ) -> float:
+        """The retry decision of both clients' send loops, for a failed (and read)
+        response: the seconds to wait before the next attempt, or its error raised."""
+        error = _error_for_response(response)
+        wait = self.retry_wait(error, attempt)
+        log.warning(
+            "backend %s %s -> %s %s request_id=%s attempt=%d retry_in=%s",
+            method, without_credentials(url), error.status, error.code, error.request_id,
+            attempt, wait,
+        )  # fmt: skip
+        if wait is None:
+            raise error
+        return wait
+
 
 _LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -406,16 +422,7 @@ class BackendClient(_Settings):
             if stream:
                 response.read()
                 response.close()
-            error = _error_for_response(response)
-            wait = self.retry_wait(error, attempt)
-            log.warning(
-                "backend %s %s -> %s %s request_id=%s attempt=%d retry_in=%s",
-                method, without_credentials(url), error.status, error.code, error.request_id,
-                attempt, wait,
-            )  # fmt: skip
-            if wait is None:
-                raise error
-            time.sleep(wait)
+            time.sleep(self._wait_or_raise(response, method, url, attempt))
             attempt += 1
 
     def complete(self, params: CompletionParams) -> Completion:
@@ -559,16 +566,7 @@ class AsyncBackendClient(_Settings):
             if stream:
                 await response.aread()
                 await response.aclose()
-            error = _error_for_response(response)
-            wait = self.retry_wait(error, attempt)
-            log.warning(
-                "backend %s %s -> %s %s request_id=%s attempt=%d retry_in=%s",
-                method, without_credentials(url), error.status, error.code, error.request_id,
-                attempt, wait,
-            )  # fmt: skip
-            if wait is None:
-                raise error
-            await asyncio.sleep(wait)
+            await asyncio.sleep(self._wait_or_raise(response, method, url, attempt))
             attempt += 1
 
     async def complete(self, params: CompletionParams) -> Completion:

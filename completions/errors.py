@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 # Backend-supplied strings end up in these columns of completions.Generation; longer
@@ -159,9 +161,6 @@ def parse_retry_after(value: str | None) -> float | None:
         seconds = float(value)
     except ValueError:
         # RFC 9110 also allows an HTTP date.
-        from datetime import UTC, datetime
-        from email.utils import parsedate_to_datetime
-
         try:
             when = parsedate_to_datetime(value)
             if when.tzinfo is None:  # "-0000": RFC 5322 says UTC, Python leaves it naive

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 import threading
 import time
 import uuid
@@ -94,11 +95,15 @@ def empty_choice(index: int) -> dict[str, Any]:
     }
 
 
-def prepare(data: dict, *, stream: bool) -> tuple[CompletionParams, int]:
+def prepare(
+    data: dict, *, stream: bool, prompt_tokens: list[int] | None = None
+) -> tuple[CompletionParams, int]:
     """Validate against the resolved model and pin everything the reservation depends
     on: the model id, and max_tokens (the wrapper's injected default when omitted —
     sending it explicitly means the backend never picks a larger one than we reserved).
-    Returns the params and the prompt token count (exact, or a never-too-low bound)."""
+    Returns the params and the prompt token count (exact, or a never-too-low bound).
+    `prompt_tokens`: counts the caller already has (a batch counted at upload), one per
+    prompt, exact or never too low; then the backend is not asked again."""
     data = dict(data)
     try:
         model = get_model(data.get("model") if isinstance(data.get("model"), str) else None)
@@ -107,7 +112,7 @@ def prepare(data: dict, *, stream: bool) -> tuple[CompletionParams, int]:
     if data.get("model") is None:
         data["model"] = model.id
     params = validate_params(data, model=model)
-    counts = count_tokens(model.id, params.prompt)
+    counts = prompt_tokens if prompt_tokens is not None else count_tokens(model.id, params.prompt)
     if counts is not None and params.prompt_logprobs == -1:
         params = validate_params(data, model=model, prompt_tokens=counts)
     if counts is None:
@@ -128,6 +133,15 @@ def prepare(data: dict, *, stream: bool) -> tuple[CompletionParams, int]:
         body["stream"] = False
         params = CompletionParams.model_validate(body)
     return params, sum(counts)
+
+
+# Below 2**31 with room for n: backends seed a 32-bit generator with seed + sample index
+# (vLLM's children of an n > 1 request, the local engine), and a short number reads well.
+SEED_LIMIT = 2**31 - 2**10
+
+
+def new_seed() -> int:
+    return secrets.randbelow(SEED_LIMIT)
 
 
 def _reserve_and_create(
@@ -158,14 +172,21 @@ def start(
     workload: Workload = "interactive",
     stream: bool = True,
     record_refusal: bool = False,
+    draw_seed: bool = True,
+    prompt_tokens: list[int] | None = None,
 ) -> Generation:
-    params, prompt_tokens = prepare(data, stream=stream)
+    """Validate, reserve and enqueue a page's run. Without a seed the door draws one
+    (`draw_seed`), sends it and records it in the generation's params, so the same
+    request again reproduces the run exactly (a Re-run, a node's recorded seed)."""
+    if draw_seed and data.get("seed") is None:
+        data = {**data, "seed": new_seed()}
+    params, prompt_count = prepare(data, stream=stream, prompt_tokens=prompt_tokens)
     try:
         with transaction.atomic():
             generation = _reserve_and_create(
                 user,
                 params,
-                prompt_tokens,
+                prompt_count,
                 state=State.QUEUED,
                 kind=kind,
                 target=target,

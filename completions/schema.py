@@ -1,5 +1,9 @@
 """The request schema: exactly the seed's rules for POST /v1/completions.
 
+The one definition of them: the door validates every page's and API request with it,
+and the local engine (`engine/protocol.py`) validates its requests with it too. So this
+module imports no Django (tests/test_it_keeps_django_out_of_the_engine.py).
+
 pydantic does the type and range work (strict mode: booleans and strings are never
 numbers, a JSON integer is fine where a float is expected); the few cross-field
 rules the seed states are model validators. Every failure becomes a FieldError
@@ -33,6 +37,8 @@ MAX_STOP = 4
 DEFAULT_MAX_LOGPROBS = 100
 DEFAULT_FULL_VOCAB_MAX_PROMPT_TOKENS = 1024
 
+# The seed's fields, as its reference lists them: what the published spec is checked
+# against (tests/api/test_it_publishes_every_bound_in_the_spec.py).
 FIELDS = (
     "model prompt max_tokens n stop temperature top_p top_k min_p presence_penalty "
     "frequency_penalty repetition_penalty seed logprobs prompt_logprobs echo stream "
@@ -226,8 +232,7 @@ class CompletionParams(BaseModel):
                 raise _field(
                     "prompt_logprobs",
                     "full_vocab_prompt_too_long",
-                    f"full-vocabulary prompt logprobs take prompts of at most {limit} "
-                    f"tokens; this one has {max(lengths)} — use a fixed top-k",
+                    full_vocab_too_long(limit, max(lengths)),
                 )
         return self
 
@@ -272,6 +277,15 @@ def default_max_tokens(max_model_len: int | None, prompt_tokens: int) -> int:
     the context is exceeded)."""
     room = (max_model_len or MAX_OUTPUT_WORK) - prompt_tokens
     return max(1, min(MAX_OUTPUT_WORK, room))
+
+
+def full_vocab_too_long(limit: int, longest: int) -> str:
+    """The message of the full-vocabulary length rule (the engine checks it again once
+    it has tokenized a text prompt)."""
+    return (
+        f"full-vocabulary prompt logprobs take prompts of at most {limit} tokens; "
+        f"this one has {longest} — use a fixed top-k"
+    )
 
 
 def _field(field: str, code: str, message: str) -> PydanticCustomError:

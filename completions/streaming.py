@@ -72,6 +72,18 @@ def _publisher_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+def publish_soon(group: str, message: dict[str, Any]) -> None:
+    """A group_send that does not wait, on the process's publisher loop (one Redis
+    connection pool): for bookkeeping outside a stream, e.g. a batch's progress."""
+
+    def report(future: Future) -> None:
+        if future.exception() is not None:
+            log.error("publish to %s failed: %r", group, future.exception())
+
+    coroutine = get_channel_layer().group_send(group, message)
+    asyncio.run_coroutine_threadsafe(coroutine, _publisher_loop()).add_done_callback(report)
+
+
 _CLOSE = object()
 
 
@@ -208,7 +220,9 @@ def state_fragment(
             "state": state,
             "label": state_label(state),
             "error_code": error_code,
-            "request_id": request_id if state in ("failed", "refused") else "",
+            "request_id": request_id
+            if state in (Generation.State.FAILED, Generation.State.REFUSED)
+            else "",
             "oob": True,
         },
     )

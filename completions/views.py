@@ -1,15 +1,14 @@
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
+from api.ledger import usage_by_key  # the API's per-key section of the usage page
 from completions import budget, lifecycle
-from completions.models import Generation
 from completions.registry import render_result
+from core.shortcuts import own_generation
 
 
 def usage(request):
-    from api.ledger import usage_by_key  # the API's per-key section of this page
-
     month = budget.month_of()
     context = {
         "summary": budget.usage_summary(request.user, month),
@@ -21,16 +20,11 @@ def usage(request):
     return render(request, "completions/usage.html", context)
 
 
-def _own_generation(request, generation_id: int) -> Generation:
-    # Someone else's generation is a 404, not a 403: ids are not to be probed.
-    return get_object_or_404(Generation, pk=generation_id, owner=request.user)
-
-
 @require_GET
 def generation_result(request, generation_id: int):
     """The saved result of a generation, what every page's final fragment loads: the
     generation's kind renders it (completions.registry)."""
-    generation = lifecycle.check_alive(_own_generation(request, generation_id))
+    generation = lifecycle.check_alive(own_generation(request, generation_id))
     return render_result(request, generation)
 
 
@@ -38,7 +32,7 @@ def generation_result(request, generation_id: int):
 def generation_cancel(request, generation_id: int):
     """The one Cancel of every page (completions/_live.html#cancel). The worker
     closes the stream and keeps the text so far; the socket brings the final state."""
-    generation = _own_generation(request, generation_id)
+    generation = own_generation(request, generation_id)
     if not generation.is_terminal:
         lifecycle.cancel(generation)
     return HttpResponse(status=204)

@@ -3,10 +3,12 @@ which refuses anonymous sockets and objects that belong to someone else."""
 
 from django.urls import path
 
+from batch.consumers import BatchConsumer
 from completions.consumers import GenerationConsumer
 from core.consumers import PingConsumer
 
 websocket_urlpatterns = [
     path("ws/ping/", PingConsumer.as_asgi()),
     path("ws/generations/<int:generation_id>/", GenerationConsumer.as_asgi()),
+    path("ws/batches/<int:batch_id>/", BatchConsumer.as_asgi()),
 ]

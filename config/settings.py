@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "loom",
     "inspector",
     "api",
+    "batch",
 ]
 
 MIDDLEWARE = [
@@ -145,9 +146,20 @@ CELERY_BEAT_SCHEDULE = {
         "task": "completions.tasks.purge_expired_generations",
         "schedule": 3600.0,
     },
+    "batch-sweep": {"task": "batch.tasks.sweep_batches", "schedule": 10.0},
     "api-release-stale-reservations": {
         "task": "api.tasks.release_stale_api_reservations",
         "schedule": 60.0,
+    },
+    # Completion jobs: send again a lost message, run again a job whose worker died.
+    "api-recover-completion-jobs": {
+        "task": "api.tasks.recover_completion_jobs",
+        "schedule": env_float("WEFT_JOB_SWEEP_SECONDS", 30.0, minimum=0.1),
+    },
+    # The seed's Privacy section: queued jobs 24 h, content 24 h, metadata 7 days.
+    "api-expire-completion-jobs": {
+        "task": "api.tasks.expire_completion_jobs",
+        "schedule": 300.0,
     },
 }
 
@@ -180,6 +192,16 @@ WEFT_API_DECODE_RATE = env_float("WEFT_API_DECODE_RATE", 130.0, minimum=0.1)
 WEFT_API_MAX_BODY_BYTES = env_int("WEFT_API_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 # A revoked key (or a changed budget) is honoured within this many seconds.
 WEFT_API_KEY_CACHE_SECONDS = env_float("WEFT_API_KEY_CACHE_SECONDS", 5.0)
+# Completion jobs (Prefer: respond-async). GET /v1/harvest/<id>?wait=S accepts S up to
+# the bound; beyond WEFT_JOB_MAX_LONGPOLLS waiting long-polls (all web processes
+# together, counted in Redis) a harvest answers at once with X-Acs-Longpoll: declined.
+WEFT_JOB_LONGPOLL_MAX_SECONDS = env_float("WEFT_JOB_LONGPOLL_MAX_SECONDS", 30.0, minimum=0.0)
+WEFT_JOB_MAX_LONGPOLLS = env_int("WEFT_JOB_MAX_LONGPOLLS", 256, minimum=0)
+# A queued job not claimed this long after its message was sent is sent again (the
+# message can be lost with Redis); a job whose worker died is run again, up to this many
+# attempts in all (then it fails, charged nothing).
+WEFT_JOB_REQUEUE_SECONDS = env_float("WEFT_JOB_REQUEUE_SECONDS", 300.0, minimum=0.1)
+WEFT_JOB_MAX_ATTEMPTS = env_int("WEFT_JOB_MAX_ATTEMPTS", 3, minimum=1)
 # Retries only where the seed allows them (429 queue_full/rate_limited, 502, 503); a
 # Retry-After longer than the wait cap is reported instead of slept through.
 WEFT_BACKEND_MAX_RETRIES = env_int("WEFT_BACKEND_MAX_RETRIES", 3, minimum=0)
@@ -198,11 +220,15 @@ WEFT_GENERATION_QUEUED_LIMIT_SECONDS = env_float(
 # can be scaled separately from other work.
 WEFT_GENERATION_QUEUE = env_str("WEFT_GENERATION_QUEUE")
 
+# Batch generations queued or running at once, over every user's batches: the worker
+# threads beyond it stay free for the pages (WEFT_WORKER_CONCURRENCY is 8).
+WEFT_BATCH_CONCURRENCY = env_int("WEFT_BATCH_CONCURRENCY", 4, minimum=1)
+
 # Request bodies over these sizes are answered 413 before they are read
 # (core.middleware.RequestBodyLimitMiddleware); imports may be larger.
 WEFT_MAX_REQUEST_BYTES = env_int("WEFT_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
 WEFT_MAX_IMPORT_BYTES = env_int("WEFT_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=1024)
-WEFT_IMPORT_PATHS = ["/loom/import/"]
+WEFT_IMPORT_PATHS = ["/loom/import/", "/batch/new/"]
 # Django's own check on form fields (files excluded) agrees with the body limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = WEFT_MAX_REQUEST_BYTES
 

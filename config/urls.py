@@ -14,5 +14,6 @@ urlpatterns = [
     path("", include("completions.urls")),
     path("", include("inspector.urls")),
     path("loom/", include("loom.urls")),
+    path("batch/", include("batch.urls")),
     path("", include("api.page_urls")),
 ]

@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
+from completions.client import backend_health
 from config.env import without_credentials
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,6 @@ def check_channel_layer() -> None:
 
 
 def check_backend() -> None:
-    from completions.client import backend_health
-
     backend_health()
 
 

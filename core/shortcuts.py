@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404
+from django.http import Http404, HttpRequest
+from django.shortcuts import get_object_or_404
+
+from completions.models import Generation
 
 
 def int_or_404(value: Any) -> int:
@@ -17,3 +20,12 @@ def int_or_404(value: Any) -> int:
     if not -(2**63) <= number < 2**63:
         raise Http404("not an id")
     return number
+
+
+def own_generation(request: HttpRequest, generation_id: int, *kinds: str) -> Generation:
+    """The user's own generation (of one of `kinds`, when given). Anyone else's is a
+    404, not a 403: ids are not to be probed."""
+    generations = Generation.objects.filter(owner_id=request.user.pk)
+    if kinds:
+        generations = generations.filter(kind__in=kinds)
+    return get_object_or_404(generations, pk=generation_id)

@@ -139,23 +139,27 @@ def build_app(engine: Engine) -> ASGIApp:
         )
         return error_response(err, request_id(request))
 
-    def _model_field(body: dict[str, Any]) -> None:
+    async def _read_object(request: Request, fields: tuple[str, ...]) -> dict[str, Any]:
+        """The JSON object body of /tokenize or /detokenize: only `fields`, a known model."""
+        body = await read_json(request)
+        if not isinstance(body, dict):
+            raise ApiError("Request body must be a JSON object")
+        for key in body:
+            if key not in fields:
+                raise ApiError(f"Unknown field '{key}'", param=key)
         name = body.get("model")
         if name is not None and name != model.model_id:
             raise ApiError(
                 f"The model '{name}' does not exist", code="model_not_found", param="model"
             )
+        return body
 
     @api_errors
     async def tokenize(request: Request) -> Response:
         await engine.record(request)
-        body = await read_json(request)
-        if not isinstance(body, dict):
-            raise ApiError("Request body must be a JSON object")
-        for key in body:
-            if key not in ("model", "prompt", "add_special_tokens", "return_token_strs"):
-                raise ApiError(f"Unknown field '{key}'", param=key)
-        _model_field(body)
+        body = await _read_object(
+            request, ("model", "prompt", "add_special_tokens", "return_token_strs")
+        )
         prompt = body.get("prompt")
         if not isinstance(prompt, str):
             raise ApiError("'prompt' must be a string", param="prompt")
@@ -177,13 +181,7 @@ def build_app(engine: Engine) -> ASGIApp:
     @api_errors
     async def detokenize(request: Request) -> Response:
         await engine.record(request)
-        body = await read_json(request)
-        if not isinstance(body, dict):
-            raise ApiError("Request body must be a JSON object")
-        for key in body:
-            if key not in ("model", "tokens"):
-                raise ApiError(f"Unknown field '{key}'", param=key)
-        _model_field(body)
+        body = await _read_object(request, ("model", "tokens"))
         tokens = body.get("tokens")
         if not isinstance(tokens, list) or not all(
             type(t) is int and 0 <= t < model.vocab_size for t in tokens

@@ -16,11 +16,14 @@ from typing import IO
 
 import numpy as np
 
+from completions.schema import (
+    DEFAULT_FULL_VOCAB_MAX_PROMPT_TOKENS as FULL_VOCAB_MAX_PROMPT_TOKENS,
+)
+from completions.schema import default_max_tokens, full_vocab_too_long
 from engine.models import Model
-from engine.protocol import MAX_OUTPUT_WORK, ApiError, CompletionRequest
+from engine.protocol import ApiError, CompletionRequest
 from engine.sampling import log_softmax, rank_of, top_ids
 
-FULL_VOCAB_MAX_PROMPT_TOKENS = 1024
 # vLLM writes -inf logprobs as this.
 NEG_INF_LOGPROB = -9999.0
 
@@ -67,9 +70,7 @@ def prepare(model: Model, req: CompletionRequest) -> Prepared:
     longest = max(len(t) for t in ids)
     if req.prompt_logprobs == -1 and longest > FULL_VOCAB_MAX_PROMPT_TOKENS:
         raise ApiError(
-            f"prompt_logprobs=-1 (full vocabulary) allows prompts of at most "
-            f"{FULL_VOCAB_MAX_PROMPT_TOKENS} tokens; this one has {longest}. "
-            "Use a fixed top-k instead.",
+            "prompt_logprobs: " + full_vocab_too_long(FULL_VOCAB_MAX_PROMPT_TOKENS, longest),
             code="full_vocab_prompt_too_long",
             param="prompt_logprobs",
         )
@@ -84,7 +85,7 @@ def prepare(model: Model, req: CompletionRequest) -> Prepared:
                 code="context_length_exceeded",
                 param="prompt",
             )
-        max_tokens = min(MAX_OUTPUT_WORK, room)
+        max_tokens = default_max_tokens(limit, longest)
     else:
         max_tokens = req.max_tokens
         assert max_tokens is not None

@@ -1,21 +1,32 @@
 """Request validation for POST /v1/completions, as strict as the seed API.
 
-Unknown fields, wrong types (booleans and strings are never numbers) and out-of-range
-values are 400s naming the field. Deliberately hand-written and small: the engine must not
-import Django, and Weft's own request schema lives in the completions door.
+The rules are the door's: `completions.schema` (pydantic, no Django) is the one
+definition of every field, bound and cross-field rule, and the engine validates with it.
+What is the engine's own is its answer: vLLM's error envelope with the first error, and
+the checks only a backend can make (which models it serves; empty stop strings, which it
+cannot match). Unknown fields, wrong types (booleans and strings are never numbers) and
+out-of-range values are 400s naming the field.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from completions.schema import (
+    MAX_OUTPUT_WORK,
+    CompletionParams,
+    FieldError,
+    ModelInfo,
+    ParamsInvalid,
+    validate_params,
+)
 from engine.sampling import SamplingParams
 
-MAX_OUTPUT_WORK = 32_000  # prompt_count * n * max_tokens
-MAX_SEED = 2**63 - 1
-MAX_STOP = 4
+__all__ = ["MAX_OUTPUT_WORK", "ApiError", "CompletionRequest", "parse_completion"]
+
+# The door's codes the engine answers as they are; every other rule is invalid_request.
+_OWN_CODES = {"model_not_found", "full_vocab_prompt_too_long"}
 
 
 class ApiError(Exception):
@@ -38,6 +49,13 @@ class ApiError(Exception):
         self.param = param
         self.type = type or ("invalid_request_error" if status < 500 else "server_error")
         self.headers = headers or {}
+
+    @classmethod
+    def from_field_error(cls, error: FieldError) -> ApiError:
+        """The door's FieldError as the engine's 400, worded as the public API words it."""
+        message = f"{error.field}: {error.message}" if error.field else error.message
+        code = error.code if error.code in _OWN_CODES else "invalid_request"
+        return cls(message, code=code, param=error.field or None)
 
     def body(self, request_id: str) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message, "type": self.type}
@@ -67,207 +85,56 @@ class CompletionRequest:
     user: str | None = None
 
 
-COMPLETION_FIELDS = frozenset(
-    "model prompt max_tokens n stop temperature top_p top_k min_p presence_penalty "
-    "frequency_penalty repetition_penalty seed logprobs prompt_logprobs echo stream "
-    "stream_options user add_special_tokens".split()
-)
-STREAM_OPTION_FIELDS = frozenset({"include_usage", "continuous_usage_stats"})
-
-
-def _is_int(v: Any) -> bool:
-    return type(v) is int
-
-
-def _int(body: dict[str, Any], name: str, lo: int, hi: int, default: Any = None) -> Any:
-    v = body.get(name)
-    if v is None:
-        return default
-    if not _is_int(v):
-        raise ApiError(f"'{name}' must be an integer", param=name)
-    if not lo <= v <= hi:
-        raise ApiError(f"'{name}' must be between {lo} and {hi}, got {v}", param=name)
-    return v
-
-
-def _float(
-    body: dict[str, Any],
-    name: str,
-    lo: float,
-    hi: float,
-    default: float,
-    *,
-    lo_open: bool = False,
-) -> float:
-    v = body.get(name)
-    if v is None:
-        return default
-    if type(v) not in (int, float) or not math.isfinite(v):
-        raise ApiError(f"'{name}' must be a number", param=name)
-    if v > hi or v < lo or (lo_open and v == lo):
-        bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
-        raise ApiError(f"'{name}' must be in {bound}, got {v}", param=name)
-    return float(v)
-
-
-def _bool(body: dict[str, Any], name: str, default: bool) -> bool:
-    v = body.get(name)
-    if v is None:
-        return default
-    if type(v) is not bool:
-        raise ApiError(f"'{name}' must be a boolean", param=name)
-    return v
-
-
-def parse_prompt(value: Any) -> list[str | list[int]]:
-    """str | list[str] | list[int] | list[list[int]] -> a list of prompts."""
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list) or not value:
-        raise ApiError(
-            "'prompt' must be a string, a non-empty list of strings, a non-empty list of "
-            "token ids, or a non-empty list of non-empty token-id lists",
-            param="prompt",
-        )
-    if all(isinstance(v, str) for v in value):
-        return list(value)
-    if all(_is_int(v) for v in value):
-        return [list(value)]
-    if all(isinstance(v, list) for v in value):
-        for ids in value:
-            if not ids or not all(_is_int(t) for t in ids):
-                raise ApiError(
-                    "'prompt' batches of token ids must be non-empty lists of integers",
-                    param="prompt",
-                )
-        return [list(ids) for ids in value]
-    raise ApiError("'prompt' must not mix strings, token ids and lists", param="prompt")
-
-
 def parse_completion(
-    body: Any, *, default_model: str, known_models: set[str], max_logprobs: int
+    body: Any,
+    *,
+    default_model: str,
+    known_models: set[str],
+    max_logprobs: int,
 ) -> CompletionRequest:
-    if not isinstance(body, dict):
-        raise ApiError("Request body must be a JSON object")
-    for key in body:
-        if key not in COMPLETION_FIELDS:
-            raise ApiError(f"Unknown field '{key}'", param=key)
-
-    model = body.get("model")
-    if model is None:
-        model = default_model
-    elif not isinstance(model, str):
-        raise ApiError("'model' must be a string", param="model")
-    elif model not in known_models:
+    """Validate a request body with the door's schema; raises ApiError (the first error)."""
+    model = body.get("model") if isinstance(body, dict) else None
+    # The engine's caps are the door's defaults (full_vocab_max_prompt_tokens included).
+    info = ModelInfo(
+        id=model if isinstance(model, str) else default_model, max_logprobs=max_logprobs
+    )
+    try:
+        params = validate_params(body, model=info)
+    except ParamsInvalid as exc:
+        raise ApiError.from_field_error(exc.errors[0]) from None
+    if params.model is not None and params.model not in known_models:
         raise ApiError(
-            f"The model '{model}' does not exist; see GET /v1/models",
+            f"The model '{params.model}' does not exist; see GET /v1/models",
             code="model_not_found",
             param="model",
         )
-
-    if "prompt" not in body or body["prompt"] is None:
-        raise ApiError("'prompt' is required", param="prompt")
-    prompts = parse_prompt(body["prompt"])
-
-    max_tokens = _int(body, "max_tokens", 1, 1_000_000)
-    n = _int(body, "n", 1, 16, 1)
-
-    stop_raw = body.get("stop")
-    if stop_raw is None:
-        stop: list[str] = []
-    elif isinstance(stop_raw, str):
-        stop = [stop_raw]
-    elif isinstance(stop_raw, list) and all(isinstance(s, str) for s in stop_raw):
-        stop = list(stop_raw)
-    else:
-        raise ApiError("'stop' must be a string or a list of strings", param="stop")
-    if len(stop) > MAX_STOP:
-        raise ApiError(f"'stop' takes at most {MAX_STOP} strings", param="stop")
-    if any(s == "" for s in stop):
-        raise ApiError("'stop' strings must not be empty", param="stop")
-
-    top_k = _int(body, "top_k", -1, 2**31 - 1, -1)
-    if top_k == 0:
-        raise ApiError("'top_k' must be -1 (disabled) or at least 1", param="top_k")
-    sampling = SamplingParams(
-        temperature=_float(body, "temperature", 0.0, 100.0, 1.0),
-        top_p=_float(body, "top_p", 0.0, 1.0, 1.0, lo_open=True),
-        top_k=top_k,
-        min_p=_float(body, "min_p", 0.0, 1.0, 0.0),
-        presence_penalty=_float(body, "presence_penalty", -2.0, 2.0, 0.0),
-        frequency_penalty=_float(body, "frequency_penalty", -2.0, 2.0, 0.0),
-        repetition_penalty=_float(body, "repetition_penalty", 0.0, 2.0, 1.0, lo_open=True),
-    )
-    seed = _int(body, "seed", 0, MAX_SEED)
-
-    logprobs = _int(body, "logprobs", 0, 100)
-    if logprobs is not None and logprobs > max_logprobs:
-        raise ApiError(
-            f"'logprobs' must be at most {max_logprobs} for this model", param="logprobs"
-        )
-    prompt_logprobs = _int(body, "prompt_logprobs", -1, 100)
-    if prompt_logprobs is not None and prompt_logprobs > max_logprobs:
-        raise ApiError(
-            f"'prompt_logprobs' must be at most {max_logprobs} (or -1) for this model",
-            param="prompt_logprobs",
-        )
-
-    echo = _bool(body, "echo", False)
-    stream = _bool(body, "stream", False)
-    add_special_tokens = _bool(body, "add_special_tokens", True)
-
-    include_usage = continuous = False
-    options = body.get("stream_options")
-    if options is not None:
-        if not isinstance(options, dict):
-            raise ApiError("'stream_options' must be an object", param="stream_options")
-        if not stream:
-            raise ApiError(
-                "'stream_options' is only allowed with stream: true", param="stream_options"
-            )
-        for key in options:
-            if key not in STREAM_OPTION_FIELDS:
-                raise ApiError(
-                    f"Unknown field 'stream_options.{key}'", param=f"stream_options.{key}"
-                )
-        include_usage = _bool(options, "include_usage", False)
-        continuous = _bool(options, "continuous_usage_stats", False)
-
-    if stream and prompt_logprobs is not None and prompt_logprobs != 0:
-        raise ApiError(
-            "'prompt_logprobs' other than 0 is not available with stream: true",
-            param="prompt_logprobs",
-        )
-
-    user = body.get("user")
-    if user is not None and not isinstance(user, str):
-        raise ApiError("'user' must be a string", param="user")
-
-    if max_tokens is None and (len(prompts) > 1 or n > 1):
-        raise ApiError(
-            "'max_tokens' is required when n > 1 or the prompt is a batch", param="max_tokens"
-        )
-    if max_tokens is not None and len(prompts) * n * max_tokens > MAX_OUTPUT_WORK:
-        raise ApiError(
-            f"prompt_count x n x max_tokens = {len(prompts) * n * max_tokens} exceeds "
-            f"{MAX_OUTPUT_WORK}",
-            param="max_tokens",
-        )
-
+    stop = [params.stop] if isinstance(params.stop, str) else list(params.stop or [])
+    if "" in stop:
+        raise ApiError("stop: strings must not be empty", param="stop")
+    options = params.stream_options
     return CompletionRequest(
-        model=model,
-        prompts=prompts,
-        max_tokens=max_tokens,
-        n=n,
+        model=params.model or default_model,
+        prompts=params.prompts,
+        max_tokens=params.max_tokens,
+        n=params.n or 1,
         stop=stop,
-        sampling=sampling,
-        seed=seed,
-        logprobs=logprobs,
-        prompt_logprobs=prompt_logprobs,
-        echo=echo,
-        stream=stream,
-        include_usage=include_usage,
-        continuous_usage_stats=continuous,
-        add_special_tokens=add_special_tokens,
-        user=user,
+        sampling=_sampling(params),
+        seed=params.seed,
+        logprobs=params.logprobs,
+        prompt_logprobs=params.prompt_logprobs,
+        echo=bool(params.echo),
+        stream=bool(params.stream),
+        include_usage=bool(options and options.include_usage),
+        continuous_usage_stats=bool(options and options.continuous_usage_stats),
+        add_special_tokens=params.add_special_tokens is not False,
+        user=params.user,
     )
+
+
+def _sampling(params: CompletionParams) -> SamplingParams:
+    """The request's sampling fields; an unset one keeps vLLM's default."""
+    names = (
+        "temperature top_p top_k min_p presence_penalty frequency_penalty repetition_penalty"
+    ).split()
+    given = {name: getattr(params, name) for name in names if getattr(params, name) is not None}
+    return SamplingParams(**{k: (v if k == "top_k" else float(v)) for k, v in given.items()})

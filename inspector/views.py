@@ -108,9 +108,6 @@ def _chip(row: scoring.TokenRow) -> dict[str, Any]:
     shown = scoring.visible_text(row.text) if row.text else ""
     rank = scoring.rank_bucket(row.rank)
     rel = scoring.rel_bucket(row.delta_top1)
-    top = [(a.text, probability(a.logprob) or 0.0, a.id == row.id) for a in row.top]
-    if row.logprob is not None and not row.in_top:
-        top.append((row.text, probability(row.logprob) or 0.0, True))  # outside the top k
     if row.scored:
         info = f"id {row.id} · rank {row.rank} ({scoring.rank_bucket_label(rank)}) · {row.bits:.2f} bits"
         if row.entropy_bits is not None:
@@ -126,7 +123,7 @@ def _chip(row: scoring.TokenRow) -> dict[str, Any]:
         "BOS" if row.special and not shown else shown,
         row.logprob,
         index=row.position,
-        alternatives=top,
+        alternatives=_alternatives(row),
         info=info,
         classes=classes,
         attrs={
@@ -137,6 +134,34 @@ def _chip(row: scoring.TokenRow) -> dict[str, Any]:
         },
     )
     return {"row": row, "shown": shown, "chip": chip}
+
+
+def _alternatives(row: scoring.TokenRow) -> list[tuple[str, float, bool]]:
+    """The popover's list: the top k, and the actual token marked (added when it was
+    outside the top k)."""
+    top = [(a.text, probability(a.logprob) or 0.0, a.id == row.id) for a in row.top]
+    if row.logprob is not None and not row.in_top:
+        top.append((row.text, probability(row.logprob) or 0.0, True))
+    return top
+
+
+def _delta_chip(pair: scoring.DeltaRow) -> Chip:
+    """A compared token in the shared token view: coloured by Δ = B minus A (its own
+    diverging scale, `d` classes), the popover giving both logprobs above B's
+    alternatives."""
+    bucket = scoring.delta_bucket(pair.delta)
+
+    def number(value: float | None) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
+    return Chip(
+        scoring.visible_text(pair.a.text),
+        pair.b.logprob,
+        alternatives=_alternatives(pair.b),
+        info=f"Δ {number(pair.delta)} · A {number(pair.a.logprob)} · B {number(pair.b.logprob)}",
+        classes=f"d{'x' if bucket is None else bucket}",
+        attrs={"delta": "" if pair.delta is None else repr(pair.delta)},
+    )
 
 
 def _result_context(generation: Generation) -> dict[str, Any]:
@@ -168,15 +193,8 @@ def result_context(target: dict[str, Any]) -> dict[str, Any]:
             scoring.DeltaRow(scoring.TokenRow.from_dict(a), scoring.TokenRow.from_dict(b))
             for a, b in target["pairs"]
         ]
-        context["pairs"] = [
-            {
-                "pair": p,
-                "shown": scoring.visible_text(p.a.text),
-                "d": scoring.delta_bucket(p.delta),
-                "delta": p.delta,
-            }
-            for p in pairs
-        ]
+        context["pairs"] = pairs
+        context["chips_html"] = chips_html([_delta_chip(p) for p in pairs])
         deltas = [p.delta for p in pairs if p.delta is not None]
         context["delta_total"] = sum(deltas)
     return context

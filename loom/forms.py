@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import forms
 
-from loom.models import TAG_MAX
+from loom.models import TAG_MAX, WriteMode
 
 TITLE_MAX = 200  # Tree.title's column
 QUERY_MAX = 500
@@ -37,6 +37,10 @@ class TextForm(forms.Form):
 
 class TagForm(forms.Form):
     tag = forms.CharField(required=False, max_length=TAG_MAX * 4)
+
+
+class WriteModeForm(forms.Form):
+    mode = forms.ChoiceField(choices=WriteMode.choices)
 
 
 class SearchForm(forms.Form):

@@ -71,14 +71,20 @@ def running_for(node: Node):
 
 
 def start(user, tree: Tree, node: Node, data: dict):
-    """One generation per node at a time: a second press while the first runs
-    is refused (Busy), so g pressed twice never makes 2N children. The node's
-    row lock makes the check and the start one step for concurrent requests.
-    Raises the door's ParamsInvalid / BudgetRefused / BackendError; nothing is
-    sent then."""
+    return start_many(user, tree, node, [data])[0]
 
-    body = {k: v for k, v in data.items() if v is not None}
-    body["prompt"] = node.full_text()
+
+MAX_MODELS = 8
+
+
+def start_many(user, tree: Tree, node: Node, bodies: list[dict]) -> list:
+    """One generation per request body (several models at once), all or none: one
+    generation per node at a time, so a second press while the first runs is refused
+    (Busy) and g pressed twice never makes 2N children. The node's row lock makes the
+    check and the start one step for concurrent requests. Raises the door's
+    ParamsInvalid / BudgetRefused / BackendError; nothing is sent then (the
+    Celery tasks are enqueued on commit, and a refusal rolls every one back)."""
+    prompt = node.full_text()
     with transaction.atomic():
         Node.objects.select_for_update().filter(pk=node.pk).first()
         for other in running_for(node):
@@ -88,7 +94,38 @@ def start(user, tree: Tree, node: Node, data: dict):
                     f"Node {node.pk} is already generating (generation {other.pk}, "
                     f"{other.state}): wait for it to finish or stop it first."
                 )
-        return pipeline.start(user, body, kind=KIND, target={"tree": tree.pk, "parent": node.pk})
+        started = []
+        for data in bodies:
+            body = {k: v for k, v in data.items() if v is not None}
+            body["prompt"] = prompt
+            target = {"tree": tree.pk, "parent": node.pk}
+            started.append(pipeline.start(user, body, kind=KIND, target=target))
+        return started
+
+
+def params_for_models(tree: Tree, form: Any) -> list[dict[str, Any]]:
+    """The request bodies for the form's `models` (several ticked: one body each, N
+    children per model), else the one body of its `model`. Raises FormInvalid."""
+    chosen = (
+        [m.strip() for m in form.getlist("models") if m.strip()] if hasattr(form, "getlist") else []
+    )
+    chosen = list(dict.fromkeys(chosen))
+    if len(chosen) > MAX_MODELS:
+        raise FormInvalid([("model", f"Pick at most {MAX_MODELS} models at once.")])
+    if len(chosen) < 2:
+        if chosen:
+            form = form.copy()
+            form["model"] = chosen[0]
+        return [params_from_form(tree, form)]
+    bodies = []
+    for model in chosen:
+        one = form.copy()
+        one["model"] = model
+        try:
+            bodies.append(params_from_form(tree, one))
+        except FormInvalid as exc:
+            raise FormInvalid([(f, f"{model}: {m}") for f, m in exc.field_errors]) from None
+    return bodies
 
 
 def _node_fields(generation, choice: dict) -> dict[str, Any]:

@@ -14,6 +14,8 @@ UndoEntry, so undo is server-side and survives a reload.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -31,6 +33,21 @@ TAGS_PER_NODE = 20
 class Author(models.TextChoices):
     HUMAN = "human", "human"
     MODEL = "model", "model"
+
+
+class WriteMode(models.TextChoices):
+    """What typing inside a segment of the document does (the tree's setting)."""
+
+    IN_PLACE = "in_place", "change the node"
+    SIBLING = "sibling", "make an edited sibling"
+
+
+# Distinct model colours (loom.css .mc0 … .mc7); the ninth model reuses the first.
+MODEL_COLOURS = 8
+# Undo steps logged inside Tree.batch(): {tree id: [(action, data), …]}.
+_BATCH: ContextVar[dict[int, list[tuple[str, dict]]] | None] = ContextVar(
+    "loom_batch", default=None
+)
 
 
 class LoomError(Exception):
@@ -70,6 +87,15 @@ class Tree(models.Model):
     current = models.ForeignKey(
         "Node", null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
     )
+    # The reader's top when set (loomsidian's hoist): the path shows from here down.
+    hoisted = models.ForeignKey(
+        "Node", null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
+    )
+    write_mode = models.CharField(
+        max_length=10, choices=WriteMode.choices, default=WriteMode.IN_PLACE
+    )
+    # {model label: colour index}, assigned once per tree so a model keeps its colour.
+    model_colours = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -131,11 +157,55 @@ class Tree(models.Model):
     # --- undo ---------------------------------------------------------------------
 
     def log(self, action: str, label: str, data: dict) -> None:
+        batch = _BATCH.get()
+        if batch is not None and self.pk in batch:
+            batch[self.pk].append((action, data))
+            return
         UndoEntry.objects.create(tree=self, action=action, label=label, data=data)
         keep = list(self.undo_log.order_by("-id").values_list("id", flat=True)[:UNDO_KEEP])
         if len(keep) == UNDO_KEEP:
             self.undo_log.filter(id__lt=keep[-1]).delete()
+        # A new change ends what could be redone (as in every editor).
+        self.redo_log.all().delete()
         self.touch()
+
+    @contextmanager
+    def batch(self, label: str) -> Iterator[None]:
+        """Log every step made inside as one undo step ("batch"), undone in reverse
+        order. Use inside a transaction: a step that fails leaves nothing logged."""
+        outer = _BATCH.get()
+        steps: list[tuple[str, dict]] = []
+        token = _BATCH.set({**(outer or {}), self.pk: steps})
+        try:
+            yield
+        finally:
+            _BATCH.reset(token)
+        if len(steps) == 1:
+            self.log(steps[0][0], label, steps[0][1])
+        elif steps:
+            self.log("batch", label, {"steps": [{"action": a, "data": d} for a, d in steps]})
+
+    # --- view state ------------------------------------------------------------------
+
+    def colours_for(self, labels: list[str]) -> dict[str, int]:
+        """The colour index of each model label, giving new labels the next indices
+        (kept on the tree, so a model's colour never changes)."""
+        wanted = [x for x in dict.fromkeys(labels) if x]
+        if any(x not in (self.model_colours or {}) for x in wanted):
+            with transaction.atomic():
+                row = Tree.objects.select_for_update().only("model_colours").get(pk=self.pk)
+                colours = dict(row.model_colours or {})
+                for x in wanted:
+                    colours.setdefault(x, len(colours) % MODEL_COLOURS)
+                Tree.objects.filter(pk=self.pk).update(model_colours=colours)
+                self.model_colours = colours
+        return {x: self.model_colours[x] for x in wanted}
+
+    def hoist(self, node: Node | None) -> None:
+        if node is not None and node.tree_id != self.pk:
+            raise LoomError("Only a node of this tree can be hoisted.")
+        self.hoisted = node
+        Tree.objects.filter(pk=self.pk).update(hoisted=node)
 
 
 def _copy_columns() -> list[str]:
@@ -300,6 +370,10 @@ class Node(models.Model):
     def full_text(self) -> str:
         return "".join(n.text for n in Node.objects.path_to(self))
 
+    @property
+    def unread(self) -> bool:
+        return self.author == Author.MODEL and self.visited_at is None
+
     def mark_visited(self) -> None:
         Node.objects.filter(pk=self.pk).update(visited_at=timezone.now())
 
@@ -357,7 +431,8 @@ class Node(models.Model):
         if not 0 < offset < len(self.text):
             raise LoomError("Split inside the text, not at its start or end.")
         self.tree.lock()
-        old_text = self.text
+        old_text, old_logprobs = self.text, self.logprobs
+        head_lp, tail_lp = split_logprobs(old_text, old_logprobs, offset)
         kid_ids = list(self.children().values_list("id", flat=True))
         tail = Node.objects.create(
             tree_id=self.tree_id,
@@ -367,13 +442,67 @@ class Node(models.Model):
             author=self.author,
             checkpoint=self.checkpoint,
             request_id=self.request_id,
+            params=self.params,
+            seed=self.seed,
+            finish_reason=self.finish_reason,
+            logprobs=tail_lp,
         )
         Node.objects.filter(id__in=kid_ids).update(parent=tail)
         self.text = old_text[:offset]
-        self.logprobs = None
+        self.logprobs = head_lp
         self.save(update_fields=["text", "logprobs"])
-        self.tree.log("split", "split a node", {"node": self.pk, "tail": tail.pk, "text": old_text})
+        self.tree.log(
+            "split",
+            "split a node",
+            {"node": self.pk, "tail": tail.pk, "text": old_text, "logprobs": old_logprobs},
+        )
         return tail
+
+    def model_label(self) -> str:
+        """What the Loom colours a model-written node by: the short id it was asked
+        of, else the checkpoint that served it."""
+        return str((self.params or {}).get("model") or self.checkpoint or "")
+
+    @transaction.atomic
+    def expand_alternatives(self, index: int) -> list[Node]:
+        """One single-token child per alternative of token `index` (the sampled one
+        excepted): siblings of this node when the token is its first, else children
+        of its head after a split right before the token. One undo step."""
+        from core.tokens import chips_for
+
+        lp = self.logprobs or {}
+        chip = next((c for c in chips_for(self.text, lp) or [] if c.index == index), None)
+        if chip is None or not chip.in_text:
+            raise LoomError("That token is not one of this node's tokens.")
+        tops = lp.get("top_logprobs") or []
+        top = tops[index] if index < len(tops) and isinstance(tops[index], dict) else {}
+        sampled = (lp.get("tokens") or [])[index]
+        alts = [(t, v) for t, v in top.items() if t != sampled and isinstance(v, int | float)]
+        if not alts:
+            raise LoomError("This token has no alternatives to expand.")
+        offset = _chip_offset(self.text, lp, index)
+        with self.tree.batch(f"expand {len(alts)} alternatives"):
+            if offset == 0:
+                if self.parent_id is None:
+                    raise LoomError("The root's first token has no place for siblings.")
+                parent = Node.objects.get(pk=self.parent_id)
+            else:
+                self.split(offset)
+                parent = self
+            made = []
+            for text, logprob in sorted(alts, key=lambda kv: -kv[1]):
+                one = {"tokens": [text], "token_logprobs": [logprob], "top_logprobs": [top]}
+                made.append(
+                    parent.add_child(
+                        text,
+                        author=Author.MODEL,
+                        checkpoint=self.checkpoint,
+                        request_id=self.request_id,
+                        params=self.params,
+                        logprobs=one,
+                    )
+                )
+        return made
 
     @transaction.atomic
     def merge_into_parent(self) -> Node:
@@ -487,6 +616,22 @@ class Node(models.Model):
         self.tree.log("tags", label[:100], {"node": self.pk, "tags": old})
 
 
+class RedoEntry(models.Model):
+    """An undone step, ready to be done again; any new change clears them."""
+
+    tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="redo_log")
+    action = models.CharField(max_length=20)
+    label = models.CharField(max_length=100)
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tree", "-id"], name="loom_redo_latest")]
+
+    def __str__(self) -> str:
+        return self.label
+
+
 class UndoEntry(models.Model):
     tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="undo_log")
     action = models.CharField(max_length=20)
@@ -544,3 +689,48 @@ def node_record_from_values(values: dict) -> dict[str, Any]:
     for key, value in values.items():
         out[key] = value.isoformat() if hasattr(value, "isoformat") else value
     return out
+
+
+def _chip_offset(text: str, logprobs: Any, index: int) -> int:
+    from core.tokens import text_before
+
+    before = text_before(text, logprobs, index)
+    if before is None:
+        raise LoomError("That token is not one of this node's tokens.")
+    return len(before)
+
+
+def split_logprobs(text: str, logprobs: Any, offset: int) -> tuple[Any, Any]:
+    """A node's logprobs cut at character `offset`: (head's, tail's) when the offset
+    falls between two tokens, else (None, None): a cut token has no probability."""
+    from core.tokens import chips_for
+
+    if not isinstance(logprobs, dict):
+        return None, None
+    pos = 0
+    for chip in chips_for(text, logprobs) or []:
+        if pos == offset and chip.index is not None:
+            i = chip.index
+            cut = {k: v for k, v in logprobs.items() if k not in _TOKEN_COLUMNS}
+            head = {
+                **cut,
+                **{k: logprobs[k][:i] for k in _TOKEN_COLUMNS if isinstance(logprobs.get(k), list)},
+            }
+            tail = {
+                **cut,
+                **{k: logprobs[k][i:] for k in _TOKEN_COLUMNS if isinstance(logprobs.get(k), list)},
+            }
+            if isinstance(tail.get("text_offset"), list) and tail["text_offset"]:
+                start = tail["text_offset"][0]
+                tail["text_offset"] = [
+                    o - start if isinstance(o, int) else o for o in tail["text_offset"]
+                ]
+            return head, tail
+        if chip.in_text:
+            pos += len(chip.text)
+        if pos > offset:
+            break
+    return None, None
+
+
+_TOKEN_COLUMNS = ("tokens", "token_logprobs", "top_logprobs", "text_offset")

@@ -13,9 +13,10 @@ from django.urls import reverse
 from django.utils.safestring import SafeString
 
 from core.tokens import LEGEND, chips_for, chips_html
+from loom import sql
 from loom.formats import exporters
-from loom.generation import PARAM_FIELDS, effective_settings
-from loom.models import Node, Tree
+from loom.generation import PARAM_FIELDS, effective_settings, running_for
+from loom.models import Author, Node, Tree
 
 PREVIEW = 200
 OUTLINE_ANCESTORS = 12
@@ -27,8 +28,42 @@ PATH_WINDOW = 1000
 
 def _light(qs):
     return qs.annotate(preview=Left("text", PREVIEW)).only(
-        "id", "parent_id", "author", "bookmarked", "archived", "visited_at", "position"
-    )
+        "id", "parent_id", "author", "bookmarked", "archived", "visited_at", "position",
+        "checkpoint", "params",
+    )  # fmt: skip
+
+
+def hoisted_path(tree: Tree, node: Node, segments: list) -> tuple[list, bool]:
+    """The path from the tree's hoisted node down when `node` is under it (and
+    whether the hoist applies): loomsidian's hoist shows a subtree as the whole."""
+    if not tree.hoisted_id:
+        return segments, False
+    ids = [s.id for s in segments]
+    if tree.hoisted_id in ids:
+        return segments[ids.index(tree.hoisted_id) :], True
+    # Beyond the window (or elsewhere): under it only if it is an ancestor.
+    return segments, segments[0].parent_id is not None and sql.is_ancestor(tree.hoisted_id, node.pk)
+
+
+def live_generations(tree: Tree, generations) -> list:
+    """Generations still streaming into `node`, each with its model's colour and the
+    number of placeholders it fills (a reload re-attaches to their streams)."""
+    live = list(generations)
+    colours = tree.colours_for([str((g.params or {}).get("model") or "") for g in live])
+    for g in live:
+        g.model = str((g.params or {}).get("model") or "")
+        g.colour = colours.get(g.model)
+        g.slots = range(int((g.params or {}).get("n") or 1))
+    return live
+
+
+def colour_children(tree: Tree, nodes: list) -> None:
+    """Give each model-written node its model's label and colour index."""
+    labels = {n.pk: n.model_label() for n in nodes if n.author == Author.MODEL}
+    colours = tree.colours_for(list(labels.values()))
+    for n in nodes:
+        n.model = labels.get(n.pk, "")
+        n.colour = colours.get(n.model)
 
 
 def reader_context(
@@ -36,6 +71,7 @@ def reader_context(
 ) -> dict[str, Any]:
     kids = node.children() if show_archived else node.children().filter(archived=False)
     children = list(_light(kids)[: NEIGHBOURS + 1])
+    colour_children(tree, children)
     ctx: dict[str, Any] = {
         "tree": tree,
         "node": node,
@@ -46,7 +82,8 @@ def reader_context(
     if children_only:
         return ctx
     segments = Node.objects.path_to(node, last=PATH_WINDOW)
-    truncated = segments[0].parent_id is not None
+    segments, hoisted = hoisted_path(tree, node, segments)
+    truncated = segments[0].parent_id is not None and segments[0].id != tree.hoisted_id
     root_id = (
         Node.objects.filter(tree=tree, parent__isnull=True).values_list("id", flat=True).first()
         if truncated
@@ -60,21 +97,31 @@ def reader_context(
     at = ids.index(node.pk) if node.pk in ids else -1
     visited = [c for c in children if c.visited_at]
     last_child = max(visited, key=lambda c: c.visited_at) if visited else None
+    top = tree.hoisted_id if hoisted else root_id
+    path = path_context(segments, tree)
+    legend = dict(path.pop("models"))
+    legend.update((c.model, c.colour) for c in children if c.model)
     ctx.update(
         {
-            **path_context(segments, tree.pk),
+            **path,
             "truncated": truncated,
             "depth": f"{len(segments)}+" if truncated else len(segments) - 1,  # at least
             "ancestors": segments[-OUTLINE_ANCESTORS - 1 : -1],
             "hidden_ancestors": max(0, len(segments) - 1 - OUTLINE_ANCESTORS),
-            "siblings": siblings[:NEIGHBOURS],
+            "siblings": siblings[:NEIGHBOURS] if node.pk != top else [],
             "nav": {
-                "parent": node.parent_id or "",
+                "parent": (node.parent_id or "") if node.pk != top else "",
                 "child": (last_child or (children[0] if children else None)).pk if children else "",
                 "prev": ids[at - 1] if at > 0 else "",
                 "next": ids[at + 1] if 0 <= at < len(ids) - 1 else "",
-                "root": root_id,
+                "root": top,
+                # The newest child (after a generation, the key n goes to it).
+                "newest": max((c.pk for c in children), default=""),
             },
+            "hoisted": hoisted,
+            "model_legend": sorted(legend.items(), key=lambda kv: kv[1]),
+            "live": live_generations(tree, running_for(node).order_by("id")),
+            "last_redo": tree.redo_log.order_by("-id").values_list("label", flat=True).first(),
             "archived_count": archived_count(node),
             "token_legend": LEGEND,
             "last_undo": tree.undo_log.order_by("-id").values_list("label", flat=True).first(),
@@ -94,27 +141,39 @@ def archived_count(node: Node) -> int:
     return Node.objects.filter(near, archived=True).exclude(pk=node.pk).count()
 
 
-def path_context(segments, tree_id: int) -> dict[str, Any]:
-    """The path as spans; every model-written segment with logprobs as token chips."""
+def path_context(segments, tree: Tree) -> dict[str, Any]:
+    """The path as spans; every model-written segment with logprobs as token chips,
+    and coloured by its model ("models": [(label, colour index)])."""
     model_ids = [s.id for s in segments if s.author == "model"]
-    logprobs = (
-        dict(
-            Node.objects.filter(pk__in=model_ids, logprobs__isnull=False).values_list(
-                "id", "logprobs"
-            )
+    rows = (
+        Node.objects.filter(pk__in=model_ids).values_list(
+            "id", "logprobs", "params__model", "checkpoint"
         )
         if model_ids
-        else {}
+        else []
     )
+    logprobs, labels = {}, {}
+    for node_id, lp, model, checkpoint in rows:
+        if lp is not None:
+            logprobs[node_id] = lp
+        labels[node_id] = str(model or checkpoint or "")
+    colours = tree.colours_for(list(labels.values()))
+    marks = {i: colours[x] for i, x in labels.items() if x}
     return {
         "current_segment": segments[-1],
-        "path_before": path_html(segments[:-1], logprobs, tree_id),
-        "current_html": path_html(segments[-1:], logprobs, tree_id, current=True),
+        "path_before": path_html(segments[:-1], logprobs, tree.pk, marks),
+        "current_html": path_html(segments[-1:], logprobs, tree.pk, marks, current=True),
+        "models": list(colours.items()),
     }
 
 
 def path_html(
-    segments, logprobs: dict[int, Any], tree_id: int, *, current: bool = False
+    segments,
+    logprobs: dict[int, Any],
+    tree_id: int,
+    colours: dict[int, int] | None = None,
+    *,
+    current: bool = False,
 ) -> SafeString:
     """Segments as spans. Built here rather than in a template loop, which costs
     ~60 µs a segment (600 ms for a 10,000-deep path). Every text goes through
@@ -122,6 +181,8 @@ def path_html(
     parts = []
     for s in segments:
         cls = "seg model" if s.author == "model" else "seg human"
+        if colours and s.id in colours:
+            cls += f" mc{int(colours[s.id])}"
         if current:
             cls += " current"
         if s.bookmarked:

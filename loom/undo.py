@@ -1,15 +1,35 @@
-"""Server-side undo: every structural change logs an UndoEntry (Tree.log); undoing
-pops the newest one and runs its inverse from the registry below, under the tree's
-row lock. An inverse that would delete text nothing else keeps refuses instead."""
+"""Server-side undo and redo: every structural change logs an UndoEntry (Tree.log);
+undoing pops the newest one and runs its inverse from the registry below, under the
+tree's row lock, and keeps the inverse of that inverse as a RedoEntry, so redo is the
+same machinery run the other way. A new change clears the redo entries (Tree.log).
+An inverse that would delete text nothing else keeps refuses instead.
+
+Each inverse returns (node id to show, the step that undoes it again): the second is
+an (action, data) pair of this same registry, so undo and redo can go back and forth
+any number of times."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from completions.models import Generation
-from loom.models import LoomError, Node, Tree, merge_nodes, set_order
+from loom.models import (
+    LoomError,
+    Node,
+    RedoEntry,
+    Tree,
+    UndoEntry,
+    merge_nodes,
+    node_record_from_values,
+    set_order,
+)
+
+Step = tuple[str, dict]
+Done = tuple[int | None, Step | None]
 
 
 class UndoRefused(Exception):
@@ -20,19 +40,32 @@ def undo_last(tree: Tree) -> tuple[str, int | None] | None:
     """Revert the last logged operation; returns (label, node id to show) or
     None, or raises LoomError when the step would delete text nothing else
     keeps (the step is then dropped, so it does not block earlier ones)."""
+    return _replay(tree, tree.undo_log, RedoEntry, "Not undone")
+
+
+def redo_last(tree: Tree) -> tuple[str, int | None] | None:
+    """Do the last undone step again (its inverse goes back onto the undo log);
+    None when there is nothing to redo."""
+    return _replay(tree, tree.redo_log, UndoEntry, "Not redone")
+
+
+def _replay(tree: Tree, source, into, refusal: str) -> tuple[str, int | None] | None:
     with transaction.atomic():
         tree.lock()
-        entry = tree.undo_log.select_for_update().order_by("-id").first()
+        entry = source.select_for_update().order_by("-id").first()
         if entry is None:
             return None
         try:
             with transaction.atomic():
-                focus = UNDO[entry.action](tree, entry.data)
+                focus, back = UNDO[entry.action](tree, entry.data)
         except UndoRefused as exc:
-            refused = f"Not undone ({entry.label}): {exc}"
+            refused = f"{refusal} ({entry.label}): {exc}"
             entry.delete()
         else:
             entry.delete()
+            if back is not None:
+                # Straight into the other log: Tree.log would clear the redo entries.
+                into.objects.create(tree=tree, action=back[0], label=entry.label, data=back[1])
             tree.touch()
             return entry.label, focus
     raise LoomError(refused)
@@ -46,18 +79,48 @@ def node_from_record(record: dict) -> Node:
     return Node(**values)
 
 
-def _undo_add(tree: Tree, data: dict) -> int | None:
+def _rows(ids: list[int]) -> list[dict[str, Any]]:
+    return [node_record_from_values(v) for v in Node.objects.filter(id__in=ids).values()]
+
+
+def _order(parent_id: int | None) -> list[int]:
+    return list(
+        Node.objects.filter(parent_id=parent_id)
+        .order_by("position", "id")
+        .values_list("id", flat=True)
+    )
+
+
+def _undo_add(tree: Tree, data: dict) -> Done:
     # Children logged after the add are undone before it; any left here came
     # without an undo step of their own, and the delete would cascade to them.
-    if Node.objects.filter(parent_id=data["node"], tree=tree).exists():
+    ids = data.get("nodes") or [data["node"]]
+    if Node.objects.filter(parent_id__in=ids, tree=tree).exclude(id__in=ids).exists():
         raise UndoRefused(
-            f"node {data['node']} has children now; the step was dropped and nothing deleted."
+            f"node {ids[0]} has children now; the step was dropped and nothing deleted."
         )
-    Node.objects.filter(pk=data["node"], tree=tree).delete()
-    return data.get("focus")
+    rows = _rows(ids)
+    parent = rows[0]["parent_id"] if rows else None
+    order = _order(parent)
+    Node.objects.filter(id__in=ids, tree=tree).delete()
+    back = {"rows": rows, "parent": parent, "order": order, "focus": data.get("node", ids[-1])}
+    return data.get("focus"), ("delete", back) if rows else None
 
 
-def _undo_attach(tree: Tree, data: dict) -> int | None:
+def _undo_restore(tree: Tree, data: dict) -> Done:
+    """Delete again the subtrees a redo (or an undone delete) put back, keeping their
+    rows for the next redo."""
+    roots = data["nodes"]
+    ids = [i for r in roots for i in Node.objects.subtree_ids(r)]
+    rows = _rows(ids)
+    parent = Node.objects.filter(pk__in=roots).values_list("parent_id", flat=True).first()
+    order = _order(parent)
+    Node.objects.filter(id__in=roots, tree=tree).delete()
+    back = {"rows": rows, "parent": parent, "order": order, "focus": data.get("focus_back")}
+    return data.get("focus"), ("delete", back)
+
+
+def _undo_attach(tree: Tree, data: dict) -> Done:
     """Take a generation's nodes out again and hand it back to Recover, which
     can attach it anywhere: the text stays in its checkpoint."""
     ids = data["nodes"]
@@ -72,44 +135,81 @@ def _undo_attach(tree: Tree, data: dict) -> int | None:
         )
     if Node.objects.filter(parent_id__in=ids).exclude(id__in=ids).exists():
         raise UndoRefused("its nodes have children now; nothing was deleted.")
+    rows = _rows(ids)
+    parent = rows[0]["parent_id"] if rows else data.get("focus")
+    order = _order(parent)
     Node.objects.filter(id__in=ids, tree=tree).delete()
     target = {**(generation.target or {}), "detached": True}
     alive.update(claimed_at=None, target=target)
-    return data.get("focus")
+    back = {"rows": rows, "generation": generation.pk, "parent": parent, "order": order,
+            "focus": data.get("focus")}  # fmt: skip
+    return data.get("focus"), ("reattach", back)
 
 
-def _undo_edit(tree: Tree, data: dict) -> int | None:
+def _undo_reattach(tree: Tree, data: dict) -> Done:
+    """Redo of an undone generation: its nodes back with the same ids, the generation
+    claimed again — unless Recover has attached it somewhere meanwhile."""
+    alive = Generation.objects.filter(pk=data["generation"]).select_for_update()
+    generation = alive.first()
+    if generation is None or generation.claimed_at is not None:
+        raise UndoRefused("the generation has been attached again through Recover.")
+    if not Node.objects.filter(pk=data["parent"], tree=tree).exists():
+        raise UndoRefused("the node it was generated from is gone.")
+    Node.objects.bulk_create([node_from_record(r) for r in data["rows"]])
+    set_order(data["parent"], data["order"])
+    target = {k: v for k, v in (generation.target or {}).items() if k != "detached"}
+    alive.update(claimed_at=timezone.now(), target=target)
+    back = {"nodes": [r["id"] for r in data["rows"]], "generation": generation.pk,
+            "focus": data.get("focus")}  # fmt: skip
+    return data.get("focus"), ("attach", back)
+
+
+def _undo_edit(tree: Tree, data: dict) -> Done:
+    now = Node.objects.filter(pk=data["node"], tree=tree).values("text", "logprobs").first()
     Node.objects.filter(pk=data["node"], tree=tree).update(
         text=data["text"], logprobs=data["logprobs"]
     )
-    return data["node"]
+    back = {"node": data["node"], **now} if now else None
+    return data["node"], ("edit", back) if back else None
 
 
-def _undo_bookmark(tree: Tree, data: dict) -> int | None:
-    Node.objects.filter(pk=data["node"], tree=tree).update(bookmarked=data["value"])
-    return data["node"]
+def _flag(action: str, field: str):
+    def undo(tree: Tree, data: dict) -> Done:
+        now = Node.objects.filter(pk=data["node"], tree=tree).values_list(field, flat=True).first()
+        Node.objects.filter(pk=data["node"], tree=tree).update(**{field: data["value"]})
+        return data["node"], (action, {"node": data["node"], "value": now})
+
+    return undo
 
 
-def _undo_archive(tree: Tree, data: dict) -> int | None:
-    Node.objects.filter(pk=data["node"], tree=tree).update(archived=data["value"])
-    return data["node"]
-
-
-def _undo_tags(tree: Tree, data: dict) -> int | None:
+def _undo_tags(tree: Tree, data: dict) -> Done:
+    now = Node.objects.filter(pk=data["node"], tree=tree).values_list("tags", flat=True).first()
     Node.objects.filter(pk=data["node"], tree=tree).update(tags=data["tags"])
-    return data["node"]
+    return data["node"], ("tags", {"node": data["node"], "tags": now})
 
 
-def _undo_split(tree: Tree, data: dict) -> int | None:
+def _undo_split(tree: Tree, data: dict) -> Done:
     node = Node.objects.get(pk=data["node"], tree=tree)
     tail = Node.objects.filter(pk=data["tail"], tree=tree).first()
+    back = None
     if tail is not None:
+        back = {
+            "row": node_record_from_values(
+                Node.objects.filter(pk=tail.pk).values().first()  # type: ignore[arg-type]
+            ),
+            "parent": node.pk,
+            "parent_text": node.text,
+            "parent_logprobs": node.logprobs,
+            "children": _order(tail.pk),
+            "order": _order(node.pk),
+        }
         merge_nodes(tail, node)
-    Node.objects.filter(pk=node.pk).update(text=data["text"])
-    return node.pk
+    Node.objects.filter(pk=node.pk).update(text=data["text"], logprobs=data.get("logprobs"))
+    return node.pk, ("merge", back) if back else None
 
 
-def _undo_merge(tree: Tree, data: dict) -> int | None:
+def _undo_merge(tree: Tree, data: dict) -> Done:
+    parent = Node.objects.filter(pk=data["parent"], tree=tree).values("text", "logprobs").first()
     node = node_from_record(data["row"])
     node.save(force_insert=True)
     Node.objects.filter(pk=data["parent"], tree=tree).update(
@@ -118,36 +218,56 @@ def _undo_merge(tree: Tree, data: dict) -> int | None:
     Node.objects.filter(id__in=data["children"], parent_id=data["parent"]).update(parent=node)
     set_order(node.pk, data["children"])
     set_order(data["parent"], data["order"])
-    return node.pk
+    back = {"node": data["parent"], "tail": node.pk, "text": parent["text"] if parent else "",
+            "logprobs": parent["logprobs"] if parent else None}  # fmt: skip
+    return node.pk, ("split", back)
 
 
-def _undo_move(tree: Tree, data: dict) -> int | None:
+def _undo_move(tree: Tree, data: dict) -> Done:
     tree.lock()
     node = Node.objects.filter(pk=data["node"], tree=tree).first()
-    back = Node.objects.filter(pk=data["parent"], tree=tree).first()
-    if node is None or back is None or Node.objects.is_ancestor(node, back):
+    back_to = Node.objects.filter(pk=data["parent"], tree=tree).first()
+    if node is None or back_to is None or Node.objects.is_ancestor(node, back_to):
         raise UndoRefused("the node's old place is now under the node itself.")
+    back = {"node": node.pk, "parent": node.parent_id, "order": _order(node.parent_id)}
     Node.objects.filter(pk=data["node"], tree=tree).update(parent_id=data["parent"])
     set_order(data["parent"], data["order"])
-    return data["node"]
+    return data["node"], ("move", back)
 
 
-def _undo_delete(tree: Tree, data: dict) -> int | None:
+def _undo_delete(tree: Tree, data: dict) -> Done:
     # Foreign keys are deferred on Postgres, so row order does not matter here.
     Node.objects.bulk_create([node_from_record(r) for r in data["rows"]], batch_size=2000)
     set_order(data["parent"], data["order"])
-    return data["focus"]
+    roots = [r["id"] for r in data["rows"] if r["parent_id"] == data["parent"]]
+    focus = data["focus"]
+    return focus, ("restore", {"nodes": roots, "focus": data["parent"], "focus_back": focus})
+
+
+def _undo_batch(tree: Tree, data: dict) -> Done:
+    """Several steps logged as one (Tree.batch): undone newest first; the way back
+    is their inverses in the opposite order."""
+    focus, back = None, []
+    for step in reversed(data["steps"]):
+        shown, inverse = UNDO[step["action"]](tree, step["data"])
+        focus = shown if shown is not None else focus  # ends at the first step's node
+        if inverse is not None:
+            back.append({"action": inverse[0], "data": inverse[1]})
+    return focus, ("batch", {"steps": back})
 
 
 UNDO = {
     "add": _undo_add,
+    "restore": _undo_restore,
     "attach": _undo_attach,
+    "reattach": _undo_reattach,
     "edit": _undo_edit,
-    "bookmark": _undo_bookmark,
-    "archive": _undo_archive,
+    "bookmark": _flag("bookmark", "bookmarked"),
+    "archive": _flag("archive", "archived"),
     "tags": _undo_tags,
     "split": _undo_split,
     "merge": _undo_merge,
     "move": _undo_move,
     "delete": _undo_delete,
+    "batch": _undo_batch,
 }

@@ -1,22 +1,28 @@
 from django.urls import path
 
-from loom import views
+from loom import tree_views, views
 
 app_name = "loom"
 urlpatterns = [
     path("", views.trees, name="trees"),
     path("import/", views.tree_import, name="import"),
     path("recover/", views.recover, name="recover"),
+    path("depths/", tree_views.depths, name="depths"),
     path("<int:tree_id>/", views.tree_open, name="tree"),
     path("<int:tree_id>/rename/", views.tree_rename, name="rename"),
     path("<int:tree_id>/duplicate/", views.tree_duplicate, name="duplicate"),
     path("<int:tree_id>/delete/", views.tree_delete, name="delete"),
     path("<int:tree_id>/undo/", views.undo, name="undo"),
+    path("<int:tree_id>/redo/", views.redo, name="redo"),
+    path("<int:tree_id>/write-mode/", views.write_mode, name="write_mode"),
     path("<int:tree_id>/search/", views.tree_search, name="search"),
     path("<int:tree_id>/export/<str:fmt>/", views.export, name="export"),
+    path("<int:tree_id>/graph/", tree_views.graph, name="graph"),
+    path("<int:tree_id>/graph/data/", tree_views.graph_data, name="graph_data"),
     path("<int:tree_id>/n/<int:node_id>/", views.node_page, name="node"),
     path("<int:tree_id>/n/<int:node_id>/generate/", views.generate, name="generate"),
     path("<int:tree_id>/n/<int:node_id>/path/", views.node_path, name="path"),
+    path("<int:tree_id>/n/<int:node_id>/write/", views.write, name="write"),
     path(
         "<int:tree_id>/n/<int:node_id>/bookmark/<str:direction>/",
         views.bookmark_step,
@@ -26,6 +32,11 @@ urlpatterns = [
         "<int:tree_id>/n/<int:node_id>/show-archived/",
         views.show_archived,
         name="show_archived",
+    ),
+    path(
+        "<int:tree_id>/n/<int:node_id>/outline/",
+        tree_views.outline_children,
+        name="outline_children",
     ),
     path("<int:tree_id>/n/<int:node_id>/<str:action>/", views.node_action, name="action"),
 ]

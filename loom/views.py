@@ -3,9 +3,12 @@ user's tree, node, export or generation is a 404."""
 
 from __future__ import annotations
 
+import json
+
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
+from django.db import transaction
 from django.db.models.functions import Left
 from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -15,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from core.shortcuts import int_or_404
 from core.tokens import text_before
 from loom import generation as gen
+from loom import tree_views
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
 from loom.forms import (
@@ -24,11 +28,12 @@ from loom.forms import (
     TagForm,
     TextForm,
     TitleForm,
+    WriteModeForm,
     first_error,
 )
-from loom.models import LoomError, Node, Tree
-from loom.reading import path_context, reader_context
-from loom.undo import undo_last
+from loom.models import LoomError, Node, Tree, WriteMode
+from loom.reading import hoisted_path, live_generations, path_context, reader_context
+from loom.undo import redo_last, undo_last
 
 # Refusals render a fragment that says why; loom pages tell htmx to swap 422s
 # (its default leaves 4xx responses unswapped, so the message would never show).
@@ -72,8 +77,10 @@ def trees(request):
             .only("id", "tree__id", "tree__title")
             .order_by("-tree__updated_at", "id")[:50]
         )
+    trees = list(Tree.objects.for_user(request.user))
+    stats = tree_views.tree_stats([t.pk for t in trees])
     ctx = {
-        "trees": Tree.objects.for_user(request.user),
+        "trees": [(t, stats.get(t.pk)) for t in trees],
         "q": q,
         "hits": [(h, snippet(h.preview, q)) for h in hits],
         "formats": exporters.FORMATS,
@@ -172,6 +179,7 @@ def _models() -> list:
 
 def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
     ctx = reader_context(tree, node, show_archived=request.session.get(SHOW_ARCHIVED, False))
+    ctx.update(tree_views.outline_context(tree, node, show_archived=ctx["show_archived"]))
     ctx["models"] = _models()
     ctx["model_ids"] = [m.id for m in ctx["models"]]
     ctx.update(extra)
@@ -199,7 +207,8 @@ def node_path(request, tree_id: int, node_id: int):
     tree = owned_tree(request, tree_id)
     node = owned_node(tree, node_id)
     ctx = {"tree": tree, "node": node, "truncated": False}
-    ctx.update(path_context(Node.objects.path_to(node), tree.pk))
+    segments, _hoisted = hoisted_path(tree, node, Node.objects.path_to(node))
+    ctx.update(path_context(segments, tree))
     return render(request, "loom/tree.html#path", ctx)
 
 
@@ -227,7 +236,8 @@ def node_action(request, tree_id: int, node_id: int, action: str):
         elif action == "child":
             focus = node.add_child(_valid(TextForm, post)["text"])
         elif action == "split":
-            focus = node.split(_int(post.get("offset"), "offset"))
+            tail = node.split(_int(post.get("offset"), "offset"))
+            focus = _focus_below(tree, node, post.get("focus")) or tail
         elif action == "merge":
             focus = node.merge_into_parent()
         elif action == "move":
@@ -249,12 +259,30 @@ def node_action(request, tree_id: int, node_id: int, action: str):
             node.remove_tag(_valid(TagForm, post)["tag"])
         elif action == "alternative":
             focus = _alternative(node, post)
+        elif action == "expand":
+            made = node.expand_alternatives(_int(post.get("index"), "index"))
+            focus = Node.objects.get(pk=made[0].parent_id)
+        elif action == "hoist":
+            tree.hoist(None if tree.hoisted_id == node.pk else node)
+        elif action == "unhoist":
+            tree.hoist(None)
         else:
             raise Http404("unknown action")
     except LoomError as exc:
         node.refresh_from_db()
         return _after(request, tree, node, error=str(exc))
     return _after(request, tree, focus)
+
+
+def _focus_below(tree: Tree, node: Node, value) -> Node | None:
+    """The node to show after splitting `node` from the document: the reader's own
+    node when it is below the split one (the path stays the same text)."""
+    if not value:
+        return None
+    focus = Node.objects.filter(pk=_int(value, "focus"), tree=tree).first()
+    if focus is None or not Node.objects.is_ancestor(node, focus):
+        raise LoomError("The node to show is not below the one split.")
+    return focus
 
 
 def _valid(form_class, data) -> dict:
@@ -294,10 +322,19 @@ def _alternative(node: Node, post) -> Node:
 
 @require_POST
 def undo(request, tree_id: int):
+    return _replay(request, tree_id, undo_last, "Undid", "Nothing to undo.")
+
+
+@require_POST
+def redo(request, tree_id: int):
+    return _replay(request, tree_id, redo_last, "Redid", "Nothing to redo.")
+
+
+def _replay(request, tree_id: int, step, verb: str, nothing: str):
     tree = owned_tree(request, tree_id)
     error = ""
     try:
-        done = undo_last(tree)
+        done = step(tree)
     except LoomError as exc:
         done, error = None, str(exc)
     tree.refresh_from_db()
@@ -307,7 +344,7 @@ def undo(request, tree_id: int):
         or Node.objects.filter(pk=tree.current_id, tree=tree).first()
         or tree.root
     )
-    notice = f"Undid: {done[0]}." if done else "Nothing to undo."
+    notice = f"{verb}: {done[0]}." if done else nothing
     if not request.htmx:
         if error:
             messages.error(request, error)
@@ -318,6 +355,110 @@ def undo(request, tree_id: int):
     if error:
         return _reader(request, tree, node, status=INVALID, error=error)
     return _reader(request, tree, node, notice=notice)
+
+
+@require_POST
+def write_mode(request, tree_id: int):
+    """What typing inside a segment does: change the node, or make an edited sibling."""
+    tree = owned_tree(request, tree_id)
+    form = WriteModeForm(request.POST)
+    if not form.is_valid():
+        return _notice(request, tree, error=f"Not changed: {first_error(form)}")
+    tree.write_mode = form.cleaned_data["mode"]
+    tree.save(update_fields=["write_mode", "updated_at"])
+    label = WriteMode(tree.write_mode).label
+    if not request.htmx:
+        messages.success(request, f"Typing inside a segment will {label}.")
+        return redirect(node_url(tree.current_id or tree.root.pk, tree))
+    return _notice(request, tree, notice=f"Typing inside a segment will {label}.")
+
+
+def _notice(request, tree: Tree, *, error: str = "", notice: str = "", errors=()):
+    """Only a notice (the reader stays as it is, with what the user typed)."""
+    if not request.htmx:
+        for message in [error, *errors] if error or errors else []:
+            messages.error(request, message)
+        if notice:
+            messages.info(request, notice)
+        return redirect(node_url(tree.current_id or tree.root.pk, tree))
+    ctx = {"tree": tree, "error": error, "errors": errors, "notice": notice, "oob": True}
+    response = render(request, "loom/tree.html#notices", ctx, status=INVALID if error else 200)
+    response["HX-Reswap"] = "none"
+    return response
+
+
+MAX_EDITS = 50
+
+
+def _edits(tree: Tree, node: Node, raw: str) -> list[tuple[Node, str]]:
+    """The document's changed segments: [{"node": id, "text": …}], each a node on
+    the path to `node` (what the document shows)."""
+    if not raw:
+        return []
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        raise LoomError("The edits could not be read; reload the page.") from None
+    if not isinstance(items, list) or len(items) > MAX_EDITS:
+        raise LoomError(f"Send at most {MAX_EDITS} changed segments at once.")
+    out: list[tuple[Node, str]] = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise LoomError("The edits could not be read; reload the page.")
+        target = Node.objects.filter(pk=_int(item.get("node"), "node"), tree=tree).first()
+        if target is None or not Node.objects.is_ancestor(target, node):
+            raise LoomError("An edited segment is not on this path any more; reload the page.")
+        if any(t.pk == target.pk for t, _ in out):
+            raise LoomError("A segment was sent twice; reload the page.")
+        out.append((target, _valid(TextForm, {"text": item["text"]})["text"]))
+    return out
+
+
+@require_POST
+def write(request, tree_id: int, node_id: int):
+    """Writing in the document: changed segments edit their nodes (or make edited
+    siblings: the tree's write mode), text typed after the end becomes a human child,
+    and with `generate` the result is generated from — all or nothing, so a refused
+    generation leaves the typed text in the page to try again."""
+    from completions.budget import BudgetRefused
+    from completions.errors import BackendError
+    from completions.schema import ParamsInvalid
+
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    post = request.POST
+    try:
+        edits = _edits(tree, node, post.get("edits", ""))
+        append = _valid(TextForm, {"text": post.get("append", "")})["text"]
+        sibling = tree.write_mode == WriteMode.SIBLING
+        if sibling and len(edits) + bool(append) > 1:
+            raise LoomError(
+                "Edited siblings are made one at a time: change one segment, or write "
+                "after the end, then save."
+            )
+        bodies = gen.params_for_models(tree, post) if post.get("generate") else []
+        if not (edits or append or bodies):
+            raise LoomError("Nothing changed in the text.")
+        with transaction.atomic():
+            focus = node
+            with tree.batch("write in the text"):
+                for target, text in edits:
+                    made = target.edit(text, as_sibling=sibling)
+                    focus = made if sibling else focus
+                if append:
+                    focus = focus.add_child(append)
+            if bodies:
+                gen.start_many(request.user, tree, focus, bodies)
+    except gen.FormInvalid as exc:
+        return _notice(request, tree, error="Nothing was saved or sent.", errors=exc.errors)
+    except ParamsInvalid as exc:
+        errors = [f"{e.field}: {e.message}" for e in exc.errors]
+        return _notice(request, tree, error="Nothing was saved or sent.", errors=errors)
+    except (LoomError, BudgetRefused, BackendError) as exc:
+        message = exc.message if isinstance(exc, BudgetRefused) else str(exc)
+        return _notice(request, tree, error=f"Nothing was saved or sent: {message}")
+    focus.mark_visited()
+    return _after(request, tree, focus)
 
 
 @require_GET
@@ -379,11 +520,7 @@ def export(request, tree_id: int, fmt: str):
         node = owned_node(tree, form.cleaned_data["node"] or tree.current_id or tree.root.pk)
         chunks = exporters.path_text(node) if fmt == "txt" else exporters.path_markdown(tree, node)
     else:
-        chunks = {
-            "weft": exporters.weft_json,
-            "pyloom": exporters.pyloom_json,
-            "jsonl": exporters.jsonl,
-        }[fmt](tree)
+        chunks = exporters.TREE_EXPORTERS[fmt](tree)
     if isinstance(request, ASGIRequest):
         # Under ASGI a sync iterator would be read whole into a list before
         # sending; pull it chunk by chunk in the request's DB thread instead.
@@ -422,11 +559,11 @@ def generate(request, tree_id: int, node_id: int):
     node = owned_node(tree, node_id)
     ctx = {"tree": tree, "node": node}
     try:
-        data = gen.params_from_form(tree, request.POST)
+        bodies = gen.params_for_models(tree, request.POST)
         if request.POST.get("save_defaults"):
-            tree.settings = {k: v for k, v in data.items() if k != "prompt"}
+            tree.settings = {k: v for k, v in bodies[0].items() if k != "prompt"}
             tree.save(update_fields=["settings", "updated_at"])
-        generation = gen.start(request.user, tree, node, data)
+        generations = gen.start_many(request.user, tree, node, bodies)
     except gen.FormInvalid as exc:
         ctx["errors"] = [m for f, m in exc.field_errors if f not in gen.FORM_SLOTS]
         ctx["field_errors"] = gen.error_slots(exc)
@@ -439,8 +576,7 @@ def generate(request, tree_id: int, node_id: int):
     except BackendError as exc:
         ctx["errors"] = [f"The backend refused: {exc}"]
     else:
-        ctx["generation"] = generation
-        ctx["choices"] = range(generation.params.get("n", 1))
+        ctx["live"] = live_generations(tree, generations)
         return render(request, "loom/tree.html#generation", ctx)
     return render(request, "loom/tree.html#generation", ctx, status=INVALID)
 

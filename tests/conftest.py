@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.hashers import PBKDF2PasswordHasher, make_password
 
 from tests.support import (
     CHROMIUM,
@@ -20,13 +21,24 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 ARTIFACTS = Path(__file__).resolve().parent.parent / ".artifacts"
 
 
+class _FewIterations(PBKDF2PasswordHasher):
+    """Django's own hasher (any Weft process checks its hashes: the iterations are in
+    the hash) with 1,000 iterations: the default's 1.2 million cost 0.3-0.7 s a user
+    on this machine, and the suite makes hundreds of users."""
+
+    iterations = 1000
+
+
 @pytest.fixture
 def make_user(django_user_model):
     counter = iter(range(1, 10_000))
 
     def make(username: str | None = None, password: str = "a-long-test-password", **fields):
         username = username or f"user{next(counter)}"
-        return django_user_model.objects.create_user(username=username, password=password, **fields)
+        user = django_user_model.objects.create_user(username=username, password=None, **fields)
+        user.password = make_password(password, hasher=_FewIterations())
+        user.save(update_fields=["password"])
+        return user
 
     return make
 

@@ -116,10 +116,10 @@ PARAMS = ["model", "prompt", "max_tokens", "n", "temperature", "top_p", "top_k",
           "presence_penalty", "frequency_penalty", "repetition_penalty", "seed", "logprobs",
           "echo", "echo__present", "add_special_tokens", "stop_1", "stop_2"]  # fmt: skip
 LOOM_GEN = ["n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "logprobs",
-            "model", "stop_1", "stop_2", "save_defaults"]  # fmt: skip
+            "model", "models", "stop_1", "stop_2", "save_defaults"]  # fmt: skip
 ACTIONS = ["edit", "child", "split", "merge", "move", "delete", "bookmark", "archive", "tag",
-           "untag", "alternative"]  # fmt: skip
-NODE_FIELDS = ["text", "as_sibling", "offset", "target", "tag", "index", "token"]
+           "untag", "alternative", "expand", "hoist", "unhoist"]  # fmt: skip
+NODE_FIELDS = ["text", "as_sibling", "offset", "focus", "target", "tag", "index", "token"]
 FILTERS = ["q", "model", "since", "until", "page"]
 
 # url name -> (method, fields it reads). "FILE" marks the upload field.
@@ -131,6 +131,10 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "wb_code": ("POST", PARAMS),
     "wb_loom": ("POST", PARAMS),
     "wb_save": ("POST", ["title", "note", "choice", "choices_present"]),
+    "wb_draft": ("POST", [*PARAMS, "show"]),
+    "wb_compare": ("GET", ["a", "b"]),
+    "wb_rerun_generation": ("POST", []),
+    "wb_dismiss": ("POST", []),
     "wb_preset_save": ("POST", ["preset_name", *PARAMS]),
     "wb_preset_load": ("GET", []),
     "wb_preset_delete": ("POST", []),
@@ -164,20 +168,37 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:import": ("POST", ["FILE"]),
     "loom:recover": ("POST", ["generation", "tree", "node"]),
     "loom:recover#page": ("GET", []),
+    "loom:depths": ("GET", []),
     "loom:tree": ("GET", []),
     "loom:rename": ("POST", ["title"]),
     "loom:duplicate": ("POST", []),
     "loom:delete": ("POST", []),
     "loom:undo": ("POST", []),
+    "loom:redo": ("POST", []),
+    "loom:write_mode": ("POST", ["mode"]),
+    "loom:write": ("POST", ["edits", "append", "generate", *LOOM_GEN]),
     "loom:search": ("GET", ["q"]),
     "loom:export": ("GET", ["node"]),
     "loom:node": ("GET", []),
     "loom:generate": ("POST", LOOM_GEN),
     "loom:path": ("GET", []),
+    "loom:outline_children": ("GET", ["level"]),
+    "loom:graph": ("GET", []),
+    "loom:graph_data": ("GET", []),
     "loom:bookmark_step": ("GET", []),
     "loom:show_archived": ("POST", []),
     "loom:action": ("POST", NODE_FIELDS),
     "api_keys": ("POST", ["name"]),
+    "batch:list": ("GET", []),
+    "batch:new": ("POST", ["FILE", "format", "title", *PARAMS]),
+    "batch:detail": ("GET", ["page", "failed"]),
+    "batch:results": ("GET", ["page", "failed"]),
+    "batch:export": ("GET", []),
+    "batch:delete": ("POST", []),
+    "batch:control": ("POST", []),
+    "batch:item_retry": ("POST", []),
+    "batch:item_workbench": ("GET", []),
+    "batch:item_loom": ("POST", []),
     "api_key_revoke": ("POST", []),
 }
 NOT_FUZZED = {
@@ -189,9 +210,21 @@ NOT_FUZZED = {
 }
 # Choices for <str:…> path parts; a random word is drawn too.
 STR_VALUES = {
-    "fmt": ["csv", "jsonl", "json", "weft", "pyloom", "txt", "md"],
+    "fmt": [
+        "csv",
+        "jsonl",
+        "json",
+        "weft",
+        "pyloom",
+        "txt",
+        "md",
+        "loomsidian",
+        "exoloom",
+        "miniloom",
+    ],
     "action": ACTIONS,
     "direction": ["next", "prev"],
+    "control": ["pause", "resume", "cancel", "retry"],
 }
 
 

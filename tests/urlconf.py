@@ -33,9 +33,10 @@ def make_world(user) -> dict[str, Any]:
     """`user` owning one of everything a path id can name, and a client logged in as
     them: {"user", "ids" (path kwarg -> id, or a list of ids), "client"}."""
     from api.models import ApiKey
+    from batch.models import Batch, BatchItem
     from completions.models import Generation
     from loom.models import Author, Tree
-    from workbench.models import Preset, Run, SavedPrompt
+    from workbench.models import Draft, Preset, Run, SavedPrompt
 
     tree = Tree.objects.create_from_prompt(user, "The owl sang")
     child = tree.root.add_child(" to the moon", author=Author.MODEL,
@@ -56,6 +57,21 @@ def make_world(user) -> dict[str, Any]:
             {"position": 0, "id": 1, "text": "x", "logprob": None, "top": []}]},
     )  # fmt: skip
     run = Run.objects.save_generation(done, title="kept")
+    Draft.objects.create(
+        owner=user, values={"prompt": "a draft", "max_tokens": "abc"}, runs=[done.pk]
+    )
+    batch = Batch.objects.create(owner=user, title="b", params={"model": "scripted", "max_tokens": 2},
+                                 total=2, state="done")  # fmt: skip
+    batch_done = Generation.objects.create(
+        owner=user, kind="workbench", workload="batch", params={"prompt": "y", "max_tokens": 2},
+        state="done", choices=[{"index": 0, "text": " d"}], target={"batch": batch.pk},
+    )  # fmt: skip
+    item = BatchItem.objects.create(batch=batch, index=0, line=1, prompt="y", state="done",
+                                    generation=batch_done, metadata={"id": 1},
+                                    samples=[{"text": " d", "finish_reason": "length",
+                                              "tokens": 1, "mean_logprob": -0.5}])  # fmt: skip
+    failed = BatchItem.objects.create(batch=batch, index=1, line=2, prompt="z", state="failed",
+                                      error_code="upstream_error")  # fmt: skip
     ids = {
         "tree_id": tree.pk,
         "node_id": child.pk,
@@ -64,6 +80,8 @@ def make_world(user) -> dict[str, Any]:
         "preset_id": Preset.objects.create(owner=user, name="p", params={"n": 2}).pk,
         "prompt_id": SavedPrompt.objects.create(owner=user, name="s", prompt="hi").pk,
         "key_id": ApiKey.objects.create_key(user, "k")[0].pk,
+        "batch_id": batch.pk,
+        "item_id": [item.pk, failed.pk],
     }
     client = Client(raise_request_exception=False)
     client.force_login(user)
@@ -73,12 +91,18 @@ def make_world(user) -> dict[str, Any]:
 def snapshot(user) -> str:
     """The user's data, as a digest: what a refused request must leave alone."""
     from api.models import ApiKey
+    from batch.models import Batch, BatchItem
     from completions.models import Generation
-    from loom.models import Node, Tree
-    from workbench.models import Preset, Run, Sample, SavedPrompt
+    from loom.models import Node, RedoEntry, Tree
+    from workbench.models import Draft, Preset, Run, Sample, SavedPrompt
 
     parts = [
-        list(Tree.objects.filter(owner=user).order_by("pk").values_list("pk", "title")),
+        list(
+            Tree.objects.filter(owner=user)
+            .order_by("pk")
+            .values_list("pk", "title", "hoisted_id", "write_mode")
+        ),
+        list(RedoEntry.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "label")),
         list(
             Node.objects.filter(tree__owner=user)
             .order_by("pk")
@@ -88,8 +112,15 @@ def snapshot(user) -> str:
         list(Sample.objects.filter(run__owner=user).order_by("pk").values_list("pk", "text")),
         list(Preset.objects.filter(owner=user).order_by("pk").values_list("pk", "name", "params")),
         list(SavedPrompt.objects.filter(owner=user).order_by("pk").values_list("pk", "name")),
+        list(Draft.objects.filter(owner=user).values_list("pk", "values", "runs")),
         list(
             ApiKey.objects.filter(user=user).order_by("pk").values_list("pk", "name", "revoked_at")
+        ),
+        list(Batch.objects.filter(owner=user).order_by("pk").values_list("pk", "title", "state")),
+        list(
+            BatchItem.objects.filter(batch__owner=user)
+            .order_by("pk")
+            .values_list("pk", "prompt", "state", "generation_id", "samples")
         ),
         # A request refused after it was sent records its outcome (failed/refused).
         list(

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import models, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from completions import pipeline
 from completions.models import Generation
@@ -338,3 +339,58 @@ class SavedPrompt(models.Model):
     @property
     def body(self) -> dict[str, Any]:
         return {**self.params, "prompt": self.prompt}
+
+
+# How many runs the page keeps showing after a reload (newest first).
+DRAFT_RUNS = 6
+
+
+class DraftQuerySet(models.QuerySet):
+    def of(self, user: Any) -> Draft:
+        """The user's draft (an empty one when they have none yet; not saved)."""
+        return self.filter(owner=user).first() or Draft(owner=user)
+
+
+class Draft(models.Model):
+    """What the Workbench holds for a user between page loads: the prompt and every
+    setting exactly as typed (an invalid value too, so nothing typed is lost), and the
+    runs the page shows. Server-side, so it follows the user to another browser."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workbench_draft"
+    )
+    # Form field name -> the text typed (booleans as booleans), see workbench.drafts.
+    values = models.JSONField(default=dict)
+    # Generation ids shown on the page, newest first.
+    runs = models.JSONField(default=list)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = DraftQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"draft of user {self.owner_id}"
+
+    @transaction.atomic
+    def show_run(self, generation: Generation) -> None:
+        """Put a run at the top of the page's list (kept to DRAFT_RUNS)."""
+        row, _ = Draft.objects.select_for_update().get_or_create(owner_id=self.owner_id)
+        ids = [generation.pk, *(i for i in row.runs if i != generation.pk)][:DRAFT_RUNS]
+        Draft.objects.filter(pk=row.pk).update(runs=ids)
+        self.pk, self.runs = row.pk, ids
+
+    @transaction.atomic
+    def hide_run(self, generation: Generation) -> None:
+        row = Draft.objects.select_for_update().filter(owner_id=self.owner_id).first()
+        if row is not None:
+            row.runs = [i for i in row.runs if i != generation.pk]
+            Draft.objects.filter(pk=row.pk).update(runs=row.runs)
+            self.runs = row.runs
+
+    @transaction.atomic
+    def update_values(self, values: dict[str, Any]) -> None:
+        """Merge what the page sent into the stored values (a field not sent keeps its
+        stored value). The runs list is left alone: only Run and dismiss change it."""
+        row, _ = Draft.objects.select_for_update().get_or_create(owner_id=self.owner_id)
+        merged = {**row.values, **values}
+        Draft.objects.filter(pk=row.pk).update(values=merged, updated_at=timezone.now())
+        self.pk, self.values = row.pk, merged

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from workbench import history_views, views
+from workbench import compare_views, history_views, views
 
 # No app namespace: the layout links to "workbench" and "history" by bare name.
 urlpatterns = [
@@ -9,7 +9,11 @@ urlpatterns = [
     path("workbench/run/", views.run, name="wb_run"),
     path("workbench/code/", views.view_code, name="wb_code"),
     path("workbench/loom/", views.open_in_loom, name="wb_loom"),
+    path("workbench/draft/", views.draft, name="wb_draft"),
+    path("workbench/compare/", compare_views.compare, name="wb_compare"),
     path("workbench/generations/<int:generation_id>/save/", views.save, name="wb_save"),
+    path("workbench/generations/<int:generation_id>/rerun/", views.rerun_generation, name="wb_rerun_generation"),
+    path("workbench/generations/<int:generation_id>/dismiss/", views.dismiss, name="wb_dismiss"),
     path("workbench/presets/", views.preset_save, name="wb_preset_save"),
     path("workbench/presets/<int:preset_id>/", views.preset_load, name="wb_preset_load"),
     path("workbench/presets/<int:preset_id>/delete/", views.preset_delete, name="wb_preset_delete"),

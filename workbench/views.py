@@ -9,7 +9,9 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from completions import lifecycle, pipeline
@@ -18,13 +20,15 @@ from completions.client import count_tokens, get_model, list_models
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
-from core.shortcuts import int_or_404
+from core.shortcuts import int_or_404, own_generation
+from core.tokens import chips_for, chips_html
 from loom.forms import first_error
 from loom.models import Tree
-from workbench import code, params
+from workbench import code, drafts, params
 from workbench.display import LEGEND, sample_views
+from workbench.drafts import DraftForm
 from workbench.forms import PresetForm, SavedPromptForm, SaveForm, check_text
-from workbench.models import TRANSPORT_PARAMS, Preset, Run, SavedPrompt
+from workbench.models import TRANSPORT_PARAMS, Draft, Preset, Run, SavedPrompt
 
 PAGE = "workbench/workbench.html"
 RESULTS = "workbench/results.html"
@@ -94,10 +98,6 @@ def _budget(request: HttpRequest) -> dict[str, int]:
     return usage_summary(request.user)
 
 
-def _own_generation(request: HttpRequest, generation_id: int) -> Generation:
-    return get_object_or_404(Generation, pk=generation_id, owner=request.user, kind__in=KINDS)
-
-
 def result_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
     body = generation.params or {}
     saved = generation.runs.filter(owner=request.user).order_by("-pk").first()
@@ -116,32 +116,45 @@ def result_context(request: HttpRequest, generation: Generation) -> dict[str, An
 # --------------------------------------------------------------------------- the page
 
 
+@never_cache  # Back must show the draft as it is now, not a cached page
 @require_GET
 def workbench(request: HttpRequest) -> HttpResponse:
-    """The page. ?prompt=<id> opens a saved prompt, ?run=<id> a History entry's
-    settings, ?generation=<id> a run (live or finished, e.g. from Recover)."""
-    body: dict[str, Any] = {}
-    generation = None
+    """The page: the user's draft (prompt and settings as typed) and the runs it shows.
+    ?prompt=<id> opens a saved prompt, ?run=<id> a History entry's settings,
+    ?generation=<id> a run (live or finished, e.g. from Recover); the page then saves
+    that as the draft and drops the query (workbench.js)."""
+    draft = Draft.objects.of(request.user)
+    body: dict[str, Any] | None = None
+    opened = None
     if "prompt" in request.GET:
         body = _own_or_404(SavedPrompt, request, request.GET["prompt"]).body
     elif "run" in request.GET:
         body = _own_or_404(Run, request, request.GET["run"]).request_params
     elif "generation" in request.GET:
-        generation = _own_generation(request, int_or_404(request.GET["generation"]))
-        lifecycle.check_alive(generation)
-        body = generation.params or {}
-    body = {k: v for k, v in body.items() if k not in TRANSPORT_PARAMS}
+        opened = own_generation(request, int_or_404(request.GET["generation"]), *KINDS)
+        if opened.kind == Generation.Kind.INSPECT and (opened.target or {}).get("mode"):
+            return redirect("inspect_result", opened.pk)  # a scoring opens in Inspect
+        body = opened.params or {}
+    if body is not None:
+        body = {k: v for k, v in body.items() if k not in TRANSPORT_PARAMS}
+        values = params.form_values(body)
+    else:
+        values = drafts.page_values(draft)
     models, model_error = _models()
+    shown = list(draft.runs)
+    if opened is not None:
+        shown = [opened.pk, *(i for i in shown if i != opened.pk)]
     context = {
-        **params_context(params.form_values(body), models, model_error),
+        **params_context(values, models, model_error),
         "presets": Preset.objects.filter(owner=request.user),
         "saved_prompts": SavedPrompt.objects.filter(owner=request.user),
         "budget": _budget(request),
         "recoverable": Generation.objects.recoverable(request.user).filter(kind__in=KINDS).count(),
         "token_legend": LEGEND,
+        "run_blocks": _run_blocks(request, shown),
+        "draft_from_url": body is not None,
+        "show_generation": opened.pk if opened is not None else None,
     }
-    if generation is not None:
-        context.update(live_context(request, generation))
     return render(request, PAGE, context)
 
 
@@ -149,15 +162,45 @@ def _own_or_404(model: type, request: HttpRequest, pk: str) -> Any:
     return get_object_or_404(model, pk=int_or_404(pk), owner=request.user)
 
 
+def _run_blocks(request: HttpRequest, ids: list[int]) -> list[str]:
+    """The runs the draft shows, newest first, each rendered as the page shows a run."""
+    by_id = {
+        g.pk: g for g in Generation.objects.filter(owner=request.user, pk__in=ids, kind__in=KINDS)
+    }
+    blocks = []
+    for pk in ids:
+        if (generation := by_id.get(pk)) is not None:
+            generation = lifecycle.check_alive(generation)
+            context = live_context(request, generation)
+            blocks.append(render_to_string(f"{PAGE}#run", context, request))
+    return blocks
+
+
 def live_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
-    context = {
+    """What the `run` partial needs: the live targets (with the text streamed so far,
+    for a page that re-attaches to a running generation) or the finished result."""
+    body = generation.params or {}
+    context: dict[str, Any] = {
         "generation": generation,
         "choice_range": range(len(generation.choices) or 1),
-        "columns": min(len(generation.choices) or 1, 4),
+        "token_legend": LEGEND,
+        "prompt": body.get("prompt") if isinstance(body.get("prompt"), str) else "",
+        "echo": bool(body.get("echo")),
+        "streams_logprobs": body.get("logprobs") is not None,
+        "live_choices": [
+            (i, live_text(c.get("text") or "", c.get("logprobs")))
+            for i, c in enumerate(generation.choices or [{}])
+        ],
     }
     if generation.is_terminal:
         context.update(result_context(request, generation))
     return context
+
+
+def live_text(text: str, logprobs: Any) -> str:
+    """A running choice's text so far: chips when it has logprobs (escaped markup)."""
+    chips = chips_for(text, logprobs)
+    return text if chips is None else chips_html(chips)
 
 
 @require_POST
@@ -193,8 +236,60 @@ def run(request: HttpRequest) -> HttpResponse:
     except BackendError as exc:
         context["backend_error"] = exc
         return render(request, f"{PAGE}#run_backend_error", context)
+    Draft.objects.of(request.user).show_run(generation)
     context.update(live_context(request, generation), budget=_budget(request))
     return render(request, f"{PAGE}#run_live", context)
+
+
+@require_POST
+def rerun_generation(request: HttpRequest, generation_id: int) -> HttpResponse:
+    """The same request as a new run on the page, seed included (every run has one: the
+    door draws it when the form leaves it empty), so the text comes out the same."""
+    original = get_object_or_404(
+        Generation, pk=generation_id, owner=request.user, kind=Generation.Kind.WORKBENCH
+    )
+    body = {k: v for k, v in (original.params or {}).items() if k not in TRANSPORT_PARAMS}
+    context: dict[str, Any] = {}
+    try:
+        generation = pipeline.start(request.user, body, kind="workbench")
+    except ParamsInvalid as exc:  # e.g. the model is no longer served
+        context["backend_error"] = BackendError("invalid_request", str(exc))
+        return render(request, f"{PAGE}#run_backend_error", context)
+    except BudgetRefused as refusal:
+        context.update(refusal=refusal, budget=_budget(request))
+        return render(request, f"{PAGE}#run_refused", context)
+    except BackendError as exc:
+        context["backend_error"] = exc
+        return render(request, f"{PAGE}#run_backend_error", context)
+    Draft.objects.of(request.user).show_run(generation)
+    context.update(live_context(request, generation), budget=_budget(request))
+    return render(request, f"{PAGE}#run_live", context)
+
+
+@require_POST
+def dismiss(request: HttpRequest, generation_id: int) -> HttpResponse:
+    """Take a run off the page (it stays under Recover until saved or expired)."""
+    generation = own_generation(request, generation_id, *KINDS)
+    Draft.objects.of(request.user).hide_run(generation)
+    return HttpResponse(status=204)
+
+
+@require_POST
+def draft(request: HttpRequest) -> HttpResponse:
+    """Autosave (workbench.js, debounced, and a beacon when the page is left): the form
+    as typed. A value that cannot be stored refuses the whole save (400) and leaves the
+    stored draft as it was; an invalid parameter is stored as typed."""
+    form = DraftForm(request.POST)
+    if not form.is_valid():
+        context = {"draft_error": first_error(form)}
+        return render(request, f"{PAGE}#draft_status", context, status=400)
+    show = form.cleaned_data.get("show")
+    generation = own_generation(request, show, *KINDS) if show else None
+    current = Draft.objects.of(request.user)
+    current.update_values(form.values())
+    if generation is not None:
+        current.show_run(generation)
+    return render(request, f"{PAGE}#draft_status", {"draft_saved": True})
 
 
 @require_POST
@@ -217,12 +312,13 @@ def view_code(request: HttpRequest) -> HttpResponse:
 def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
     """The saved result of a run (completions.registry's hook for "workbench"): what
     the door's final fragment loads in place of the streamed text."""
-    return render(request, f"{RESULTS}#result", result_context(request, generation))
+    context = {**result_context(request, generation), "oob": True}
+    return render(request, f"{RESULTS}#result", context)
 
 
 @require_POST
 def save(request: HttpRequest, generation_id: int) -> HttpResponse:
-    generation = _own_generation(request, generation_id)
+    generation = own_generation(request, generation_id, *KINDS)
     if not generation.is_terminal:
         return render(request, f"{RESULTS}#save_error", {"message": "Wait for the run to end."})
     form = SaveForm(

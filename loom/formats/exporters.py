@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from diff_match_patch import diff_match_patch, patch_obj
+
+from loom.formats.miniloom import TextPath
 from loom.models import Node, Tree
 
 WEFT_FORMAT = "weft-loom"
@@ -17,6 +20,9 @@ FORMATS = {
     "weft": ("weft.json", "application/json", "Weft JSON (lossless)"),
     "pyloom": ("pyloom.json", "application/json", "pyloom JSON"),
     "jsonl": ("nodes.jsonl", "application/x-ndjson", "JSONL of nodes"),
+    "loomsidian": ("loomsidian.json", "application/json", "loomsidian data.json"),
+    "exoloom": ("exoloom.json", "application/json", "exoloom"),
+    "miniloom": ("miniloom.json", "application/json", "MiniLoom"),
     "txt": ("txt", "text/plain; charset=utf-8", "Plain text of the current path"),
     "md": ("md", "text/markdown; charset=utf-8", "Markdown of the current path"),
 }
@@ -158,3 +164,163 @@ def path_markdown(tree: Tree, node: Node) -> Iterator[str]:
     for i, seg in enumerate(segments):
         cell = seg.text.replace("|", "\\|").replace("\n", "⏎")
         yield f"| {i} | {seg.author} | {cell} |\n"
+
+
+# --- loomsidian, exoloom, MiniLoom -------------------------------------------------------
+# Flat formats: every node keyed by its id, naming its parent (and, in exoloom and
+# MiniLoom, its children). Keys are the imported file's ids where there were any.
+
+# Each node's children's keys, in order: one lookup on the (parent, position) index.
+_CHILD_KEYS = """(SELECT COALESCE(json_agg(COALESCE(NULLIF(c.source_id, ''), 'weft-' || c.id)
+    ORDER BY c.position, c.id), '[]') FROM loom_node c WHERE c.parent_id = loom_node.id)::text"""
+_EPOCH_MS = "(extract(epoch FROM {0}) * 1000)::bigint"
+
+
+def _flat_walk(tree: Tree, select: str) -> Iterator[tuple[str, str | None, tuple]]:
+    """(key, parent key, the rest of the row) in preorder: parents come from
+    the walk's stack of keys, one per depth, not from a lookup per row."""
+    keys: list[str] = []
+    for depth, (key, *rest) in Node.objects.preorder(tree, select=f"{_PYLOOM_KEY}, {select}"):
+        del keys[depth:]
+        yield key, keys[-1] if keys else None, tuple(rest)
+        keys.append(key)
+
+
+def _current_key(tree: Tree) -> str | None:
+    row = Node.objects.filter(pk=tree.current_id, tree=tree).values("id", "source_id").first()
+    return (row["source_id"] or f"weft-{row['id']}") if row else None
+
+
+# loomsidian keeps no authors, tags or archive marks: only text, structure,
+# bookmarks and the keys an imported note had (collapsed, unread, …).
+_LOOMSIDIAN_NODE = f"""(
+    jsonb_build_object('collapsed', false, 'unread', false)
+    || (extra - 'text' - 'parentId' - 'bookmarked' - 'lastVisited')
+    || jsonb_build_object('text', text, 'bookmarked', bookmarked,
+        'lastVisited', {_EPOCH_MS.format("COALESCE(visited_at, created_at)")})
+)::text"""
+
+
+def loomsidian_json(tree: Tree) -> Iterator[str]:
+    """{"state": {note: {current, hoisted, nodes: {id: {text, parentId, …}}}}}:
+    one note, named after the imported note or the tree's title."""
+    kept = (tree.extra or {}).get("loomsidian") or {}
+    note = kept.get("note") if isinstance(kept.get("note"), str) else f"{tree.title}.md"
+    hoisted = kept.get("hoisted") if isinstance(kept.get("hoisted"), list) else []
+    yield '{"state":{' + _dump(note) + ':{"nodes":{'
+    sep = ""
+    for key, parent, (record,) in _flat_walk(tree, _LOOMSIDIAN_NODE):
+        yield f'{sep}{_dump(key)}:{record[:-1]},"parentId":{_dump(parent)}}}'
+        sep = ",\n"
+    yield '},"current":' + _dump(_current_key(tree)) + ',"hoisted":' + _dump(hoisted) + "}}}\n"
+
+
+_EXOLOOM_NODE = f"""json_build_object(
+    'content', text,
+    'authorType', CASE WHEN author = 'model' THEN 'LLM' ELSE 'USER' END,
+    'authorName', COALESCE(NULLIF(extra ->> 'authorName', ''), NULLIF(checkpoint, ''),
+        CASE WHEN author = 'model' THEN 'model' ELSE 'user' END),
+    'childrenIds', {_CHILD_KEYS}::json,
+    'createdAt', created_at)::text, bookmarked, archived"""
+
+
+def exoloom_json(tree: Tree) -> Iterator[str]:
+    """{loomType, tree: {title, rootNodeId, nodes}, lens: {bookmarks, prunedNodes}}.
+    Bookmarks and archived nodes become exoloom's lens marks; tags are not kept."""
+    kept = (tree.extra or {}).get("exoloom") or {}
+    head = {"loomType": "Exoloom", "version": kept.get("version") or "1", "schemaVersion": 1}
+    yield _dump(head)[:-1] + ',"tree":{"title":' + _dump(tree.title) + ',"nodes":{'
+    sep, root = "", None
+    marks: dict[str, list[dict]] = {"bookmarks": [], "prunedNodes": []}
+    for key, parent, (record, bookmarked, archived) in _flat_walk(tree, _EXOLOOM_NODE):
+        root = root or key
+        if bookmarked:
+            marks["bookmarks"].append({"nodeId": key})
+        if archived:
+            marks["prunedNodes"].append({"nodeId": key})
+        yield f'{sep}{_dump(key)}:{record[:-1]},"id":{_dump(key)},"parentId":{_dump(parent)}}}'
+        sep = ",\n"
+    yield '},"rootNodeId":' + _dump(root) + '},"lens":' + _dump(marks) + "}\n"
+
+
+_MINILOOM_COLUMNS = f"""text, author, checkpoint, finish_reason,
+    {_EPOCH_MS.format("created_at")}, visited_at IS NOT NULL, extra, {_CHILD_KEYS}"""
+# Context before an appended segment, as diff-match-patch's patch_make keeps.
+_PATCH_MARGIN = 4
+
+
+def _append_patch(dmp: diff_match_patch, path: TextPath, segment: str) -> str:
+    """The patch that appends `segment` to the path's text, built from its last
+    few characters rather than by diffing the whole text."""
+    if not segment:
+        return ""
+    context = path.tail(_PATCH_MARGIN)
+    patch = patch_obj()
+    patch.diffs = (
+        [(dmp.DIFF_EQUAL, context), (dmp.DIFF_INSERT, segment)]
+        if context
+        else [(dmp.DIFF_INSERT, segment)]
+    )
+    patch.start1 = patch.start2 = path.length() - len(context)
+    patch.length1 = len(context)
+    patch.length2 = len(context) + len(segment)
+    return dmp.patch_toText([patch])
+
+
+def miniloom_json(tree: Tree) -> Iterator[str]:
+    """{loomTree: {nodeStore: {id: {…, patch, parent, children}}}, focus}. A node's
+    patch turns its parent's full text into its own. A node imported from
+    MiniLoom that rewrote its parent's text (extra['full_text']) gets the patch
+    for that rewrite again."""
+    dmp = diff_match_patch()
+    path = TextPath()
+    current = _current_key(tree)
+    focus = None
+    yield '{"loomTree":{"nodeStore":{'
+    sep = ""
+    walk = Node.objects.preorder(tree, select=f"{_PYLOOM_KEY}, {_MINILOOM_COLUMNS}")
+    keys: list[str] = []
+    for depth, (key, text, author, model, finish, stamp, read, extra, kids) in walk:
+        del keys[depth:]
+        path.cut_to(keys[-1] if keys else None)
+        extra = json.loads(extra) if isinstance(extra, str) else extra  # Django reads jsonb as text
+        full = extra.get("full_text")
+        if isinstance(full, str) and full.endswith(text) and depth:
+            patch = dmp.patch_toText(dmp.patch_make(path.text(), full))
+            path.push(key, full, full=True)
+        else:
+            patch = _append_patch(dmp, path, text)
+            path.push(key, text, full=False)
+        kind = extra.get("type") or (
+            "root" if not depth else "gen" if author == "model" else "user"
+        )
+        node = {
+            "id": key,
+            "timestamp": stamp,
+            "type": kind,
+            "patch": patch,
+            "summary": extra.get("summary", ""),
+            "rating": extra.get("rating"),
+            "read": bool(extra.get("read")) or read,
+            "parent": keys[-1] if keys else None,
+            "children": json.loads(kids),
+            "model": model or extra.get("model") or None,
+            "finishReason": finish or extra.get("finishReason") or None,
+        }
+        if key == current:
+            focus = node
+        yield sep + _dump(key) + ":" + _dump(node)
+        sep = ",\n"
+        keys.append(key)
+    yield '}},"focus":' + _dump(focus) + "}\n"
+
+
+# key -> exporter of the whole tree (the path exports, txt and md, take a node)
+TREE_EXPORTERS = {
+    "weft": weft_json,
+    "pyloom": pyloom_json,
+    "jsonl": jsonl,
+    "loomsidian": loomsidian_json,
+    "exoloom": exoloom_json,
+    "miniloom": miniloom_json,
+}

@@ -73,7 +73,7 @@ def parse(data: bytes | IO[bytes], *, filename: str = "", owner) -> list[Tree]:
     source.seek(0)
     base = filename.rsplit("/", 1)[-1].split(".", 1)[0] or "Imported tree"
     try:
-        if filename.lower().endswith((".jsonl", ".ndjson")):
+        if filename.lower().endswith((".jsonl", ".ndjson")) or is_weft_jsonl(source):
             writer = TreeWriter(owner)
             return [writer.finish(parse_jsonl(source, base, writer), one_root=True)]
         head = read_head(Events(source))
@@ -95,6 +95,31 @@ def parse(data: bytes | IO[bytes], *, filename: str = "", owner) -> list[Tree]:
         return [write_tree(owner, p) for p in parsed]
     except JSONRefused as exc:
         raise ImportRefused(str(exc)) from None
+
+
+# The longest first line looked at when sniffing for JSONL: a node record with
+# logprobs is tens of kilobytes; a one-line JSON document of many megabytes is
+# not parsed twice.
+SNIFF_LINE_BYTES = 1024 * 1024
+_WEFT_RECORD_KEYS = {"id", "parent_id", "text"}
+
+
+def is_weft_jsonl(source: IO[bytes]) -> bool:
+    """Weft's JSONL export under another name (a browser's "nodes.json", a
+    renamed download): its first line is one whole node record by itself."""
+    source.seek(0)
+    line = source.readline(SNIFF_LINE_BYTES)
+    source.seek(0)
+    if not line.endswith(b"\n") or not line.lstrip().startswith(b"{"):
+        return False  # longer than the limit, or the whole file is one line
+    try:
+        events = Events(io.BytesIO(line))
+        first = events.value()
+        events.end()
+    except JSONRefused:
+        return False
+    # A pyloom node has id, text and maybe parent_id too, but always its children.
+    return isinstance(first, dict) and _WEFT_RECORD_KEYS <= first.keys() and "children" not in first
 
 
 class Deferred:
@@ -268,7 +293,7 @@ def parse_jsonl(source: IO[bytes], title: str, writer: TreeWriter) -> Parsed:
             node = events.value()
             events.end()
         except JSONRefused as exc:
-            raise ImportRefused(f"Line {number}: {exc}") from None
+            raise ImportRefused(str(exc).replace("The file", f"Line {number}", 1)) from None
         writer.add(_weft_record(number - 1, node))
     return Parsed(fmt="jsonl", title=title, records=[])
 

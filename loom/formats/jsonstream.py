@@ -41,9 +41,12 @@ class Events:
             event, value = next(self._it)
         except ijson.IncompleteJSONError as exc:
             raise JSONRefused(_describe(exc)) from None
-        except (ValueError, OverflowError, UnicodeDecodeError) as exc:
-            # ijson's yajl backend fails inside int() past Python's digit limit.
-            raise JSONRefused(f"The file is not valid JSON: {_first_line(exc)}.") from None
+        except UnicodeDecodeError:
+            raise JSONRefused("The file is not valid JSON: it is not UTF-8 text.") from None
+        except (ValueError, OverflowError) as exc:
+            # ijson's yajl backend fails inside int() past Python's digit limit,
+            # and reports bad bytes as a ValueError holding them.
+            raise JSONRefused(_describe(exc)) from None
         if event in ("string", "map_key"):
             if "\x00" in value:
                 raise JSONRefused(
@@ -111,7 +114,7 @@ class Events:
     def end(self) -> None:
         """Check that nothing but whitespace follows the document."""
         for _ in self:
-            raise JSONRefused("The file holds more than one JSON document.")
+            raise JSONRefused(MORE_THAN_ONE)
 
 
 _NAMES = {
@@ -145,12 +148,49 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
 
 
+MORE_THAN_ONE = (
+    "The file holds more than one JSON document (or text after it): Weft reads one "
+    "document, or its own JSONL export of one node per line."
+)
+# yajl's messages, as sentences a person can act on (the parser's wording means
+# little to someone who exported a file from another loom).
+_SENTENCES = (
+    ("premature EOF", "The file ends early: it looks truncated."),
+    ("trailing garbage", MORE_THAN_ONE),
+    ("overflow", "The file holds a number too large to store."),
+    ("invalid bytes in UTF8", "The file is not valid JSON: it is not UTF-8 text."),
+    ("comment", "The file is not valid JSON: it holds a comment, which JSON does not allow."),
+    ("malformed number", "The file is not valid JSON: it holds a number written wrongly."),
+    (
+        "invalid string",
+        "The file is not valid JSON: it holds a word JSON does not know "
+        "(only true, false and null may stand unquoted).",
+    ),
+    (
+        "invalid char",
+        "The file is not valid JSON: it holds a character JSON does not allow there "
+        "(single quotes, NaN, a stray letter or symbol).",
+    ),
+    (
+        "invalid object key",
+        "The file is not valid JSON: an object has a key without double quotes, "
+        "or a comma before its closing brace.",
+    ),
+    ("separated by a colon", "The file is not valid JSON: a key is not followed by a colon."),
+    ("inside map", "The file is not valid JSON: an object is missing a comma or a closing brace."),
+    (
+        "array element",
+        "The file is not valid JSON: a list is missing a comma or a closing bracket.",
+    ),
+    ("unallowed token", "The file is not valid JSON: a comma or bracket is out of place."),
+    ("'\\'", "The file is not valid JSON: a string holds a backslash JSON does not allow."),
+    ("'\\u'", "The file is not valid JSON: a string holds a broken \\u escape."),
+)
+
+
 def _describe(exc: Exception) -> str:
     line = _first_line(exc)
-    if "premature EOF" in line:
-        return "The file ends early: it looks truncated."
-    if "trailing garbage" in line:
-        return "The file holds more than one JSON document (or text after it)."
-    if "integer overflow" in line or "overflow" in line:
-        return "The file holds a number too large to store."
-    return f"The file is not valid JSON: {line}."
+    for words, sentence in _SENTENCES:
+        if words in line:
+            return sentence
+    return "The file is not valid JSON."

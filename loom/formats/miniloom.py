@@ -3,6 +3,8 @@ full text, rebuilt along one path at a time (work linear in the file)."""
 
 from __future__ import annotations
 
+import os
+
 from diff_match_patch import diff_match_patch
 
 from loom.formats.records import (
@@ -72,7 +74,7 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
             },
         )
     ordered = order_flat(records, order)
-    path = _TextPath()
+    path = TextPath()
     rebuilt = 0
     for rec in ordered:
         path.cut_to(rec.parent)
@@ -100,7 +102,7 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
             rec.text = text[len(base) :]
             path.push(rec.key, rec.text, full=False)
         else:
-            rec.text = text[_common_prefix(base, text) :]
+            rec.text = text[len(os.path.commonprefix((base, text))) :]
             rec.extra["full_text"] = text
             path.push(rec.key, text, full=True)
     focus = doc.get("focus")
@@ -114,8 +116,9 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
     )
 
 
-class _TextPath:
-    """The full text along the walk's current path, kept as the segments each
+class TextPath:
+    """The full text along a walk's current path (the importer's and MiniLoom
+    export's), kept as the segments each
     node adds (or a node's whole text, where it rewrote its parent's). Moving
     to a node cuts the path back to its parent, so memory is one path and a
     node that only appends costs its own patch, not its depth."""
@@ -161,7 +164,7 @@ class _TextPath:
         return "".join(self.parts[start:])
 
 
-def _appended(dmp: diff_match_patch, patch_text: str, path: _TextPath, key: str) -> str | None:
+def _appended(dmp: diff_match_patch, patch_text: str, path: TextPath, key: str) -> str | None:
     """What the patch adds when it only appends to the parent's text (how a
     MiniLoom child usually extends its parent), read from the patch alone:
     one hunk ending at the parent's end whose context matches the parent's
@@ -186,11 +189,3 @@ def _appended(dmp: diff_match_patch, patch_text: str, path: _TextPath, key: str)
     if path.tail(len(context)) != context:
         return None
     return diffs[-1][1]
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i

@@ -51,17 +51,28 @@ class Parsed:
 # --- checks shared by the parsers -------------------------------------------------------
 
 
+def json_kind(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words (not Python's "int", "NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    return {str: "a string", dict: "an object", list: "a list"}.get(type(value), "a value")
+
+
 def as_str(value: Any, what: str, *, allow_none: bool = False) -> str:
     if value is None and allow_none:
         return ""
     if not isinstance(value, str):
-        raise ImportRefused(f"{what} must be a string, not {type(value).__name__}.")
+        raise ImportRefused(f"{what} must be a string, not {json_kind(value)}.")
     return value
 
 
 def as_dict(value: Any, what: str) -> dict:
     if not isinstance(value, dict):
-        raise ImportRefused(f"{what} must be an object, not {type(value).__name__}.")
+        raise ImportRefused(f"{what} must be an object, not {json_kind(value)}.")
     return value
 
 

@@ -8,6 +8,8 @@
 // and gives focus back to the chip. Picking an alternative inside a container with
 // data-branch raises `weft:branch` on the chip ({detail: {alt, index, chip}}); the
 // page decides what branching means. `weft:popover` lets a page add its own buttons.
+// Inside a text being edited (contenteditable) a click places the caret instead of
+// pinning the popover; hovering still shows it.
 (() => {
   "use strict";
   let pop = null;
@@ -175,7 +177,10 @@
   });
   document.addEventListener("click", (e) => {
     const tok = chipOf(e.target);
-    if (tok) {
+    if (tok && tok.isContentEditable) {
+      // In a text being edited a click places the caret; hovering still shows the popover.
+      if (pop && !pop.contains(e.target) && pinned) close(false);
+    } else if (tok) {
       e.preventDefault();
       if (chip === tok && pinned) close(false);
       else open(tok, { pin: true });
@@ -196,11 +201,22 @@
       close(true);
     }
   }, true);
+  // One Escape closes an open popover wherever focus is (opened by hover while typing
+  // elsewhere, or its chip replaced by a stream's swap); handled above when focus is on
+  // the chip or in the popover.
+  document.addEventListener("keydown", (e) => {
+    if (e.key !== "Escape" || !pop) return;
+    const inside = pop.contains(document.activeElement) || document.activeElement === chip;
+    e.preventDefault();
+    close(inside && chip && chip.isConnected);
+  });
   // The chip moved (a panel scrolled): keep the popover beside it.
   document.addEventListener("scroll", place, true);
   window.addEventListener("resize", place);
   // A swap that removes the chip takes its popover with it.
-  document.addEventListener("htmx:afterSwap", () => {
-    if (chip && !chip.isConnected) close(false);
-  });
+  for (const name of ["htmx:afterSwap", "htmx:oobAfterSwap"]) {
+    document.addEventListener(name, () => {
+      if (chip && !chip.isConnected) close(false);
+    });
+  }
 })();

@@ -1,4 +1,6 @@
-// Workbench behaviours: keyboard run, monospace toggle, copy and "branch from here".
+// Workbench behaviours: keyboard run, monospace toggle, copy, "branch from here" (from a
+// finished sample or a token still streaming), the draft's autosave, the settings
+// column's toggle, dismissing runs and picking two to compare.
 // Model-written text is only ever set with textContent or .value; the server renders
 // every token chip (escaped) and static/weft/tokens.js owns the popover.
 (() => {
@@ -62,11 +64,122 @@
       field.value = t.closest("[data-set-max-tokens]").dataset.setMaxTokens;
       field.dispatchEvent(new Event("input", { bubbles: true }));
     } else if (t.closest(".run-dismiss")) {
-      t.closest(".run").remove();
+      dismiss(t.closest(".run"));
+    } else if (t.closest("#side-toggle")) {
+      setSideCollapsed(!$("#wb").classList.contains("side-collapsed"));
     } else if (t.closest("[data-loom-from-editor]")) {
       openInLoom(editor().value);
     }
   });
+
+  // ------------------------------------------------------------------ the draft
+  // The form is saved as typed (debounced), and at once when the page is left (a
+  // beacon survives the unload), so reload, Back and another browser find it again.
+  const DRAFT_DELAY = 400;
+  let draftTimer = null;
+  let draftDirty = false;
+
+  function draftForm() { return $("#wb-form[data-draft-url]"); }
+
+  function draftBody(form) {
+    const body = new FormData(form);
+    for (const name of ["preset_name", "prompt_name"]) body.delete(name); // not settings
+    if (form.dataset.showGeneration) body.set("show", form.dataset.showGeneration);
+    return body;
+  }
+
+  async function saveDraft() {
+    const form = draftForm();
+    clearTimeout(draftTimer);
+    if (!form) return;
+    draftDirty = false;
+    const body = draftBody(form);
+    delete form.dataset.showGeneration; // sent once
+    let html = "";
+    try {
+      const response = await fetch(form.dataset.draftUrl, { method: "POST", body, credentials: "same-origin" });
+      html = await response.text();
+      if (!response.ok) draftDirty = true; // try again with the next keystroke
+    } catch (err) {
+      draftDirty = true;
+      return;
+    }
+    const status = $("#draft-status");
+    // The server's own (escaped) fragment, no model output in it.
+    if (status && html.includes('id="draft-status"')) status.outerHTML = html;
+  }
+
+  function scheduleDraft() {
+    if (!draftForm()) return;
+    draftDirty = true;
+    clearTimeout(draftTimer);
+    draftTimer = setTimeout(saveDraft, DRAFT_DELAY);
+  }
+
+  function flushDraft() {
+    const form = draftForm();
+    if (!form || !draftDirty) return;
+    clearTimeout(draftTimer);
+    draftDirty = false;
+    navigator.sendBeacon(form.dataset.draftUrl, draftBody(form));
+  }
+
+  document.addEventListener("input", (e) => { if (e.target.closest("#wb-form")) scheduleDraft(); });
+  document.addEventListener("change", (e) => { if (e.target.closest("#wb-form")) scheduleDraft(); });
+  document.addEventListener("htmx:afterSwap", (e) => { if (e.target.id === "params") scheduleDraft(); });
+  window.addEventListener("pagehide", flushDraft);
+  document.addEventListener("visibilitychange", () => { if (document.hidden) flushDraft(); });
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const form = draftForm();
+    if (form && form.dataset.draftFromUrl) {
+      // Opened from a link (?prompt=, ?run=, ?generation=): that is the draft now,
+      // and a reload must show the draft, not the link's values again.
+      saveDraft();
+      history.replaceState(null, "", window.location.pathname);
+    }
+    setSideCollapsed(localStorage.getItem("weft.sideCollapsed") === "1");
+  });
+
+  // ------------------------------------------------------------------ the runs
+  function csrf() {
+    const input = $("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function dismiss(run) {
+    if (run.dataset.dismissUrl) {
+      fetch(run.dataset.dismissUrl, { method: "POST", headers: { "X-CSRFToken": csrf() }, credentials: "same-origin" });
+    }
+    run.remove();
+    updateCompare();
+  }
+
+  function setSideCollapsed(collapsed) {
+    const wb = $("#wb");
+    const toggle = $("#side-toggle");
+    if (!wb || !toggle) return;
+    wb.classList.toggle("side-collapsed", collapsed);
+    toggle.textContent = collapsed ? "Show settings" : "Hide settings";
+    toggle.setAttribute("aria-expanded", collapsed ? "false" : "true");
+    localStorage.setItem("weft.sideCollapsed", collapsed ? "1" : "0");
+  }
+
+  // Two ticked runs: the compare link.
+  function updateCompare() {
+    const bar = $("#compare-bar");
+    if (!bar) return;
+    const picked = [...document.querySelectorAll(".compare-pick:checked")].map((c) => c.value);
+    bar.hidden = picked.length !== 2;
+    if (picked.length === 2) {
+      const link = $("#compare-link");
+      const base = link.getAttribute("href").split("?")[0];
+      // Older run first: A is what was run before.
+      const [a, b] = picked.map(Number).sort((x, y) => x - y);
+      link.setAttribute("href", `${base}?a=${a}&b=${b}`);
+    }
+  }
+  document.addEventListener("change", (e) => { if (e.target.matches(".compare-pick")) updateCompare(); });
 
   function openInLoom(prompt) {
     const form = $("#loom-form");

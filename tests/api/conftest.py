@@ -126,6 +126,8 @@ def proxy_env_for(engine: str, **extra: str) -> dict:
         # A small request window: 30 s × 13 tokens/s = 390 tokens.
         "WEFT_API_REQUEST_WINDOW_SECONDS": "30",
         "WEFT_API_DECODE_RATE": "13",
+        # Jobs submitted here are never run by another stack's worker.
+        "WEFT_GENERATION_QUEUE": "api-proxy-unconsumed",
     }
     return child_env(settings.DATABASES["default"]["NAME"], **{**env, **extra})
 
@@ -182,3 +184,56 @@ def limited_pair(django_db_setup, proxy_engine):
         yield [start_web(sup, env, free_port()) + "/v1" for _ in range(2)], env
     finally:
         sup.stop_all()
+
+
+# --- completion jobs: an ASGI server and a Celery worker on their own queue ---------------
+
+JOBS_ENV = {
+    "WEFT_GENERATION_QUEUE": "api-jobs",
+    "WEFT_CHECKPOINT_INTERVAL_SECONDS": "0.2",
+    "WEFT_GENERATION_STALE_SECONDS": "2",
+    "WEFT_JOB_MAX_LONGPOLLS": "3",
+}
+
+
+@pytest.fixture(scope="session")
+def jobs_stack(django_db_setup, proxy_engine, tmp_path_factory):
+    """{"api": Weft's /v1 base, "env", "supervisor", "logs"}: the web server and one
+    worker (concurrency 2) in front of the scripted engine. Tests need
+    django_db(transaction=True)."""
+    from tests.support import Supervisor, free_port, start_web, start_worker
+
+    sup = Supervisor()
+    env = proxy_env_for(proxy_engine, **JOBS_ENV)
+    logs = tmp_path_factory.mktemp("jobs")
+    try:
+        url = start_web(sup, env, free_port())
+        start_worker(sup, env, logs / "worker.log", concurrency=2)
+        yield {"api": f"{url}/v1", "env": env, "supervisor": sup, "logs": logs}
+    finally:
+        sup.stop_all()
+
+
+@pytest.fixture
+def jobs_api(jobs_stack, proxy_engine):
+    """(Weft's /v1 base with a worker behind it, the scripted backend)."""
+    backend = ProxyBackend(proxy_engine)
+    backend.reset()
+    yield jobs_stack["api"], backend
+    backend.reset()
+
+
+ASYNC = {"Prefer": "respond-async"}
+
+
+def harvest_until(http, location: str, statuses: set[str], timeout: float = 30.0) -> dict:
+    """Long-poll a job until it reaches one of `statuses`."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = http.get(location, params={"wait": "5"}, timeout=15)
+        assert answer.status_code == 200, answer.text
+        if answer.json()["status"] in statuses:
+            return answer.json()
+    raise AssertionError(f"{location} not {statuses} within {timeout} s: {answer.json()}")

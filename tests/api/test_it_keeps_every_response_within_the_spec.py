@@ -76,10 +76,14 @@ def test_it_answers_inside_the_spec(proxy_web, api_key):
         "/v1/completions",
         "/v1/models",
         "/v1/chat/completions",
+        "/v1/harvest/{id}",
         "/health",
     }
     assert "POST /v1/completions negative" in ran
     # The run reached the backend and the validator both.
     assert {200, 400} <= seen["POST /v1/completions"], seen
     assert 200 in seen["GET /v1/models"] and 400 in seen["POST /v1/chat/completions"]
+    # Jobs: accepted (Prefer: respond-async), and harvests of ids that are no job.
+    assert 202 in seen["POST /v1/completions"], seen
+    assert {400, 404} <= seen["GET /v1/harvest/{id}"] and 404 in seen["DELETE /v1/harvest/{id}"]
     print(f"\nschemathesis: {ran}, statuses {seen} in {time.monotonic() - started:.1f} s")

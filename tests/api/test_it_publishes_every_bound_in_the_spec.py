@@ -31,6 +31,7 @@ def test_it_is_a_valid_openapi_document(spec):
         "/v1/completions",
         "/v1/models",
         "/v1/chat/completions",
+        "/v1/harvest/{id}",
         "/health",
     }
 

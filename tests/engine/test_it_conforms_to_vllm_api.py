@@ -255,7 +255,7 @@ def _bad_requests(client: httpx.Client) -> list[tuple[dict[str, Any], str, str]]
         ({"max_tokens": 1}, "invalid_request", "prompt"),
         ({"prompt": "", "max_tokens": 1, "add_special_tokens": False}, "invalid_request", "prompt"),
         ({"prompt": "x", "n": 2}, "invalid_request", "max_tokens"),
-        ({"prompt": ["x"] * 3, "n": 16, "max_tokens": 700}, "invalid_request", "32000"),
+        ({"prompt": ["x"] * 3, "n": 16, "max_tokens": 700}, "invalid_request", "32,000"),
         (
             {"prompt": "x", "max_tokens": m["max_model_len"]},
             "context_length_exceeded",

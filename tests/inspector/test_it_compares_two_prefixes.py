@@ -1,5 +1,7 @@
 """Compare: the same text after two prefixes, one batched request, per-token Δ."""
 
+import re
+
 import pytest
 
 from completions.models import Generation
@@ -33,4 +35,8 @@ def test_it_compares_two_prefixes(scripted, client, make_user):
     # differ between prefixes, later ones not.
     assert deltas[0] != 0 and deltas[-1] == pytest.approx(0)
     page = client.get(response["Location"]).text
-    assert page.count('class="tok d') == len(pairs)
+    # One chip per pair in the shared token view (its popover, not a second one).
+    chips = re.findall(r'<span class="tok [^"]*\bd[0-4x]\b[^"]*"[^>]*>', page)
+    assert len(chips) == len(pairs)
+    assert all("data-alts=" in c and 'data-info="Δ ' in c for c in chips)
+    assert 'class="tip"' not in page

@@ -66,3 +66,13 @@ class ScriptedEngine:
     def completion_requests(self) -> list[dict]:
         body = httpx.get(f"{self.url}/_scripted/requests", timeout=5).json()
         return [r for r in body["requests"] if r["path"] == "/v1/completions"]
+
+
+@pytest.fixture(scope="session")
+def llama_stack(django_db_setup, tmp_path_factory):
+    """The stack on the real model (SmolLM2 via llama.cpp), started once for the tests
+    that need it. A small per-token delay so the stream is visible before the result
+    replaces it."""
+    with run_engine("llama", max_logprobs=20, token_delay=0.03, startup_timeout=120) as engine_url:
+        with weft_stack(engine_url, tmp_path_factory.mktemp("llama-stack")) as url:
+            yield url

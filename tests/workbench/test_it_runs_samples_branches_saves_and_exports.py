@@ -28,7 +28,10 @@ def test_it_runs_samples_branches_saves_and_exports(
     page.goto(f"{wb_stack['url']}/workbench/")
     fill_run_form(page, prompt="Once upon a time", n=1, max_tokens=40)
     page.locator("#run-btn").click()
-    expect(page.locator(".run .gen-result .sample")).to_have_count(1, timeout=WORKBENCH_TIMEOUT)
+    # The page keeps showing the earlier run (the draft's runs); the new one is on top.
+    expect(page.locator(".run")).to_have_count(2, timeout=WORKBENCH_TIMEOUT)
+    first = page.locator(".run").first
+    expect(first.locator(".gen-result .sample")).to_have_count(1, timeout=WORKBENCH_TIMEOUT)
     page.screenshot(path=str(artifacts_dir / "workbench-n1.png"))
     fill_run_form(page, prompt="The owl said", n=8, logprobs=5, max_tokens=32)
     page.locator("#run-btn").click()

@@ -3,17 +3,7 @@ samples with logprobs, a branch from an alternative, save, search, JSONL export.
 
 import pytest
 
-from engine.testing import run_engine
-from tests.workbench.conftest import weft_stack
 from tests.workbench.helpers import drive_main_flow
-
-
-@pytest.fixture(scope="module")
-def llama_stack(django_db_setup, tmp_path_factory):
-    # A small per-token delay so the stream is visible before the result replaces it.
-    with run_engine("llama", max_logprobs=20, token_delay=0.03, startup_timeout=120) as engine_url:
-        with weft_stack(engine_url, tmp_path_factory.mktemp("llama-stack")) as url:
-            yield url
 
 
 @pytest.mark.browser

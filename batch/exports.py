@@ -1,0 +1,113 @@
+"""A batch's results as JSONL or CSV, streamed: one row per sample (a prompt with no
+sample yet — pending, failed before any text — is one row with an empty sample
+index), the uploaded metadata as further columns. Both read straight into pandas
+(`read_json(lines=True)`, `read_csv`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.db import connection
+from django.http import HttpRequest, StreamingHttpResponse
+
+from batch.models import Batch, BatchItem
+from workbench.history_views import _download as download_stream
+
+FORMATS = ("jsonl", "csv")
+COLUMNS = ["prompt_index", "sample_index", "status", "prompt", "text", "finish_reason", "tokens",
+           "mean_logprob", "error_code"]  # fmt: skip
+CHUNK = 500
+
+
+def metadata_keys(batch: Batch) -> list[str]:
+    """Every metadata key of the batch, in order of first appearance."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""SELECT k FROM (SELECT key AS k, min(i.index) AS first
+                FROM {BatchItem._meta.db_table} i, jsonb_object_keys(i.metadata) AS key
+                WHERE i.batch_id = %s AND jsonb_typeof(i.metadata) = 'object' GROUP BY key) s
+                ORDER BY first, k""",  # noqa: S608 - the table name is ours
+            [batch.pk],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _column_names(keys: list[str]) -> dict[str, str]:
+    """A metadata key that collides with one of ours is exported as meta.<key>."""
+    names, taken = {}, set(COLUMNS)
+    for key in keys:
+        name = key
+        while name in taken:
+            name = f"meta.{name}"
+        taken.add(name)
+        names[key] = name
+    return names
+
+
+def rows(batch: Batch, keys: list[str]) -> Iterator[dict[str, Any]]:
+    names = _column_names(keys)
+    items = (
+        BatchItem.objects.filter(batch=batch)
+        .order_by("index")
+        .values_list("index", "state", "prompt", "samples", "error_code", "metadata")
+    )
+    for index, state, prompt, samples, error_code, metadata in items.iterator(chunk_size=CHUNK):
+        meta = metadata if isinstance(metadata, dict) else {}
+        extra = {names[k]: meta.get(k) for k in keys}
+        base = {"prompt_index": index, "status": state, "prompt": prompt, "error_code": error_code}
+        for s, sample in enumerate(samples or [None]):
+            sample = sample or {}
+            yield {
+                **base,
+                "sample_index": s if samples else None,
+                "text": sample.get("text"),
+                "finish_reason": sample.get("finish_reason"),
+                "tokens": sample.get("tokens"),
+                "mean_logprob": sample.get("mean_logprob"),
+                **extra,
+            }
+
+
+def _jsonl(batch: Batch) -> Iterator[str]:
+    keys = metadata_keys(batch)
+    order = COLUMNS + list(_column_names(keys).values())
+    for row in rows(batch, keys):
+        yield json.dumps({k: row[k] for k in order}, ensure_ascii=False) + "\n"
+
+
+def _csv(batch: Batch) -> Iterator[str]:
+    keys = metadata_keys(batch)
+    header = COLUMNS + list(_column_names(keys).values())
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+
+    def take() -> str:
+        text = buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+        return text
+
+    writer.writerow(header)
+    yield take()
+    for row in rows(batch, keys):
+        writer.writerow([_cell(row[k]) for k in header])
+        yield take()
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, dict | list | bool):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def download(request: HttpRequest, batch: Batch, fmt: str) -> StreamingHttpResponse:
+    name = f"weft-batch-{batch.pk}.{fmt}"
+    if fmt == "jsonl":
+        return download_stream(request, _jsonl(batch), name, "application/x-ndjson")
+    return download_stream(request, _csv(batch), name, "text/csv; charset=utf-8")

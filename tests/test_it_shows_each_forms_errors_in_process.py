@@ -1,0 +1,147 @@
+"""Every view that reads a form refuses bad input with a message the user can act on,
+in-process (Django's test client): no browser is needed to see a refusal, so the
+browser suite keeps to what needs one (typing pauses, keyboard, popovers, sockets).
+
+Each case posts (or gets) one bad form as the owner of everything (tests/urlconf.py)
+and checks: no server error, the message is in the page the user lands on, the user's
+data is exactly as before, and nothing reached the backend. `test_it_covers_every_form`
+fails when a view of the fuzzer's FORMS table that reads fields is neither a case here
+nor named with the test file that covers its errors (or the reason it has none)."""
+
+from __future__ import annotations
+
+from html import unescape
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from tests import params_pages
+from tests.params_pages import sent
+from tests.test_it_survives_generated_input_on_every_form import FORMS
+from tests.urlconf import make_world, snapshot
+
+pytestmark = pytest.mark.django_db
+scripted_url, scripted = params_pages.scripted_url, params_pages.scripted  # fixtures
+
+TESTS = Path(__file__).resolve().parent
+CHOICES = {"model": "scripted", "prefix": "The owl", "add_special_tokens": "on"}
+COMPARE = {"model": "scripted", "model_b": "scripted", "text": " sang", "prefix_a": "A",
+           "prefix_b": "B", "add_special_tokens": "on"}  # fmt: skip
+PARAMS = {"model": "scripted", "prompt": "Once", "max_tokens": "8"}
+
+# (url name, path kwargs (None: the world's own object), fields, what the page then says)
+CASES: list[tuple[str, dict, dict, str]] = [
+    ("api_keys", {}, {"name": ""}, "This field is required."),
+    ("api_keys", {}, {"name": "k" * 101}, "at most 100 characters"),
+    ("wb_code", {}, {**PARAMS, "temperature": "abc"}, "'abc' is not a number"),
+    ("wb_loom", {}, {**PARAMS, "max_tokens": "1e"}, "'1e' is not an integer"),
+    ("wb_preset_save", {}, {"preset_name": ""}, "Name the preset first."),
+    ("wb_preset_save", {}, {"preset_name": "hot", "temperature": "abc"}, "Not saved:"),
+    ("wb_preset_save", {}, {"preset_name": "p" * 101}, "at most 100 characters"),
+    ("wb_prompt_save", {}, {"prompt_name": ""}, "Name the prompt first."),
+    ("wb_prompt_save", {}, {"prompt_name": "s", "top_p": "0"}, "must be greater than 0"),
+    ("wb_save", {"generation_id": 0}, {"title": "t" * 201, "choice": "0"}, "at most 200"),
+    ("wb_save", {"generation_id": 0}, {"choice": "7"}, "Select a valid choice"),
+    ("history", {}, {"since": "2026-02-30"}, "Enter a valid date."),
+    ("workbench", {}, {"run": "abc"}, "404"),
+    ("inspect_choices", {}, {**CHOICES, "candidates": " sang"}, "at least two candidates"),
+    (
+        "inspect_choices",
+        {},
+        {**CHOICES, "candidates": "\n".join("abcdefghijklmnopq")},
+        "At most 16 candidates (17 given).",
+    ),  # fmt: skip
+    (
+        "inspect_choices",
+        {},
+        {**CHOICES, "model": "nope", "candidates": "a\nb"},
+        "Select a valid choice",
+    ),  # fmt: skip
+    (
+        "inspect_compare",
+        {},
+        {**COMPARE, "prefix_b": "A"},
+        "Compare needs two different models or two different prefixes.",
+    ),  # fmt: skip
+    ("inspect_compare", {}, {**COMPARE, "text": ""}, "This field is required."),
+    ("loom:trees", {}, {"prompt": "   "}, "Write a prompt to start a tree from."),
+    ("loom:rename", {"tree_id": None}, {"title": ""}, "This field is required."),
+    (
+        "loom:action",
+        {"tree_id": None, "node_id": None, "action": "split"},
+        {"offset": "abc"},
+        "offset must be a whole number.",
+    ),  # fmt: skip
+    (
+        "loom:action",
+        {"tree_id": None, "node_id": None, "action": "move"},
+        {"target": "999999999"},
+        "There is no node with that number in this tree.",
+    ),  # fmt: skip
+]
+
+# Views that read fields whose refusals other files test, or that have none to show.
+COVERED = {
+    "wb_check": "workbench/test_it_counts_prompt_tokens_and_checks_fields.py",
+    "wb_run": "test_it_refuses_unparseable_parameters_on_every_page.py",
+    "loom:generate": "test_it_refuses_unparseable_parameters_on_every_page.py",
+    "inspect_score": "inspector/test_it_refuses_invalid_input_before_sending.py",
+    "inspect_save": "inspector/test_it_refuses_an_unstorable_title_when_saving.py",
+    "loom:import": "loom/test_it_refuses_bad_imports.py",
+    "loom:recover": "loom/test_it_attaches_only_finished_generations.py",
+    "loom:trees#search": "loom/test_it_refuses_unstorable_input_with_a_message.py",
+    "loom:search": "loom/test_it_refuses_unstorable_input_with_a_message.py",
+    "loom:export": "loom/test_it_refuses_unstorable_input_with_a_message.py",
+    "wb_draft": "workbench/test_it_keeps_the_draft_on_the_server.py",
+}
+NO_ERRORS = {
+    "wb_recover": "an odd page number shows the nearest page (Django's Paginator.get_page)",
+    "wb_export": "History's filters: an invalid one filters nothing, the page says why",
+    "wb_compare": "two run ids in the query: someone else's or nonsense is a 404",
+}
+
+
+def test_it_covers_every_form():
+    reads_fields = {name for name, (_, fields) in FORMS.items() if fields}
+    cased = {case[0] for case in CASES}
+    assert reads_fields - cased - set(COVERED) - set(NO_ERRORS) == set(), "add a case"
+    for path in COVERED.values():
+        assert (TESTS / path).is_file(), path
+
+
+def _url(name: str, kwargs: dict, ids: dict) -> str:
+    """None stands for the world's own tree or node; generation_id indexes its list."""
+    own = {"tree_id": ids["tree_id"], "node_id": ids["node_id"]}
+    resolved = {
+        key: ids[key][value] if key == "generation_id" else own[key] if value is None else value
+        for key, value in kwargs.items()
+    }
+    return reverse(name, kwargs=resolved)
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, fields, message",
+    CASES,
+    ids=[f"{c[0]}-{'-'.join(c[2])[:40]}" for c in CASES],
+)
+@pytest.mark.parametrize("htmx", [False, True], ids=["page", "htmx"])
+def test_it_refuses_a_bad_form_with_a_message(
+    name, kwargs, fields, message, htmx, scripted, make_user, settings
+):
+    settings.WEFT_GENERATION_QUEUE = "weft-nobody-listens"
+    world = make_world(make_user())
+    client, user = world["client"], world["user"]
+    method = FORMS[name][0].lower()
+    headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+    before = snapshot(user)
+    response = getattr(client, method)(
+        _url(name, kwargs, world["ids"]), fields, follow=True, **headers
+    )
+    if message == "404":
+        assert response.status_code == 404
+    else:
+        assert response.status_code < 500, response.status_code
+        assert message in unescape(response.text), response.text[-3000:]
+    assert snapshot(user) == before
+    assert sent(scripted) == []

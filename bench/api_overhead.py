@@ -20,7 +20,12 @@ measured in the same run, so both halves see the same machine load (2 shared cor
   3. --concurrent streams at once, direct, then via Weft (spread over four keys: one key
      may run 16 at a time), twice, on the same engine. Aggregate tokens/s ratio >= 0.95, 0 errors.
      (The engine batches every active sequence, so the direct side is fast and this
-     measures the proxy's own cost per request and per relayed token.)
+     measures the proxy's own cost per request and per relayed token.) The seed's
+     limits are left as they are: 4 keys x 16 active, so no stream waits in Weft's
+     queue; the engine runs 16 sequences at once, so on both sides 48 wait in the
+     engine's own queue and the batch runs in 4 waves. Also printed: when the 1st and
+     16th streams got their first token — Weft's added time to the 16th (its first wave)
+     is, nearly all of it, the ratio's shortfall.
 """
 
 from __future__ import annotations
@@ -163,7 +168,7 @@ async def concurrent(
     body = {"prompt": PROMPT, "max_tokens": tokens, "temperature": 0, "stream": True}
     limits = httpx.Limits(max_connections=count * 2, max_keepalive_connections=count * 2)
 
-    async def many(url: str, model: str, with_keys: bool) -> tuple[float, int, int, dict]:
+    async def many(url: str, model: str, with_keys: bool) -> tuple[float, int, int, dict, list]:
         # The door's pool on this side too: httpcore's own re-scans every connection on
         # each request and would make the client, not the proxy, what is measured.
         transport = FlatTransport(limits)
@@ -180,9 +185,10 @@ async def concurrent(
             elapsed = time.perf_counter() - t0
             cpu1 = cpu_seconds(pids)
         errors = [r for r in results if isinstance(r, BaseException)]
-        got = sum(len(r) for r in results if not isinstance(r, BaseException))
+        done = [r for r in results if not isinstance(r, BaseException)]
+        got = sum(len(r) for r in done)
         cpu = {name: cpu1[name] - cpu0[name] for name in pids}
-        return got / elapsed, got, len(errors), cpu
+        return got / elapsed, got, len(errors), cpu, sorted(r[0] for r in done if r)
 
     # One batch after the other on the same engine, alternating which goes first; the
     # first pair warms connections and caches on both sides and is not counted.
@@ -198,7 +204,17 @@ async def concurrent(
             runs.append((d, w))
     ratios = [w[0] / d[0] for d, w in runs]
     tokens_w = sum(w[1] for _, w in runs)
+
+    def nth_first(side: int, n: int) -> float:
+        # When the n-th stream got its first token (ms from the start), median over pairs.
+        return (
+            statistics.median(pair[side][4][min(n, len(pair[side][4])) - 1] for pair in runs) * 1000
+        )
+
     return {
+        # The engine runs 16 sequences at once: the 16th first token is when its first
+        # wave is complete, and every later wave starts from there.
+        "first_token_ms": {n: (nth_first(0, n), nth_first(1, n)) for n in (1, 16)},
         "direct_tok_s": statistics.median(d[0] for d, _ in runs),
         "weft_tok_s": statistics.median(w[0] for _, w in runs),
         "ratio": statistics.median(ratios),
@@ -289,6 +305,10 @@ def part_three(
                   f"ratio {three['ratio']:.3f} (target >= 0.95; each pair "
                   f"{', '.join(f'{r:.3f}' for r in three['ratios'])}); tokens {three['tokens']}, "
                   f"errors direct/weft {three['errors']} (target 0)")  # fmt: skip
+    print(
+        "  first token of the n-th stream (ms after the start, direct / via Weft): "
+        + "; ".join(f"n={n}: {d:.1f} / {w:.1f}" for n, (d, w) in three["first_token_ms"].items())
+    )
     cpu = three["cpu_us_per_token"]
     print("  CPU per relayed token (µs, load-insensitive): "
                   + "; ".join(f"{side}: " + ", ".join(f"{n} {v:.0f}" for n, v in cpu[side].items())

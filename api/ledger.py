@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 MONTHS = "api_apikeymonth"
 REQUESTS = "api_apirequest"
 assert ApiKeyMonth._meta.db_table == MONTHS and ApiRequest._meta.db_table == REQUESTS
-POOL_IDLE = 16
 POOL_MAX = 24
+POOL_IDLE = POOL_MAX  # a burst's connections stay for the next: connecting costs more than a query
 
 # --- an async connection pool, one per event loop ---------------------------------------
 

@@ -99,6 +99,15 @@ return renewed
 """
 
 
+# KEYS: active, waiting, waiting leases; ARGV: request id — one round trip, atomic.
+RELEASE = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+return 0
+"""
+
+
 @dataclass(frozen=True)
 class Limits:
     max_active: int
@@ -118,16 +127,17 @@ class Limits:
         )
 
 
-_clients: dict[int, tuple[aioredis.Redis, Any, Any]] = {}
+_clients: dict[int, tuple[aioredis.Redis, Any, Any, Any]] = {}
 
 
-def _redis() -> tuple[aioredis.Redis, Any, Any]:
+def _redis() -> tuple[aioredis.Redis, Any, Any, Any]:
     """One client (its own connection pool) and its scripts (sent by SHA) per event loop."""
     loop = id(asyncio.get_running_loop())
     found = _clients.get(loop)
     if found is None:
         client = aioredis.Redis.from_url(settings.REDIS_URL, retry=None, socket_timeout=5)
-        found = (client, client.register_script(ACQUIRE), client.register_script(RENEW))
+        acquire, renew, release = (client.register_script(s) for s in (ACQUIRE, RENEW, RELEASE))
+        found = (client, acquire, renew, release)
         _clients[loop] = found
     return found
 
@@ -179,12 +189,7 @@ class Slot:
     async def release(self) -> None:
         if self._renewer is not None:
             self._renewer.cancel()
-        client = redis_client()
-        async with client.pipeline(transaction=True) as pipe:
-            pipe.zrem(self.keys[0], self.request_id)
-            pipe.zrem(self.keys[1], self.request_id)
-            pipe.zrem(self.keys[2], self.request_id)
-            await pipe.execute()
+        await _redis()[3](keys=self.keys[:3], args=[self.request_id])
 
 
 async def _acquire(slot: Slot, limits: Limits) -> None:

@@ -20,7 +20,12 @@ measured in the same run, so both halves see the same machine load (2 shared cor
   3. --concurrent streams at once, direct, then via Weft (spread over four keys: one key
      may run 16 at a time), twice, on the same engine. Aggregate tokens/s ratio >= 0.95, 0 errors.
      (The engine batches every active sequence, so the direct side is fast and this
-     measures the proxy's own cost per request and per relayed token.)
+     measures the proxy's own cost per request and per relayed token.) The seed's
+     limits are left as they are: 4 keys x 16 active, so no stream waits in Weft's
+     queue; the engine runs 16 sequences at once, so on both sides 48 wait in the
+     engine's own queue and the batch runs in 4 waves. Also printed: when the 1st and
+     16th streams got their first token — Weft's added time to the 16th (its first wave)
+     is, nearly all of it, the ratio's shortfall.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.cpu import cpu_seconds, pid_serving  # noqa: E402
 from bench.stack import percentile, start_services, start_web  # noqa: E402
 from config import launcher  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
@@ -152,14 +158,22 @@ async def streaming_pairs(direct: str, weft: str, key: str, tokens: int, runs: i
     }
 
 
-async def concurrent(direct: str, weft: str, keys: list[str], count: int, tokens: int) -> dict:
+async def concurrent(
+    direct: str, weft: str, keys: list[str], count: int, tokens: int, rounds: int, pids: dict
+) -> dict:
     import httpx
+
+    from completions.pool import FlatTransport
 
     body = {"prompt": PROMPT, "max_tokens": tokens, "temperature": 0, "stream": True}
     limits = httpx.Limits(max_connections=count * 2, max_keepalive_connections=count * 2)
 
-    async def many(url: str, model: str, with_keys: bool) -> tuple[float, int, int]:
-        async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+    async def many(url: str, model: str, with_keys: bool) -> tuple[float, int, int, dict, list]:
+        # The door's pool on this side too: httpcore's own re-scans every connection on
+        # each request and would make the client, not the proxy, what is measured.
+        transport = FlatTransport(limits)
+        async with httpx.AsyncClient(timeout=600, transport=transport) as client:
+            cpu0 = cpu_seconds(pids)
             t0 = time.perf_counter()
             jobs = [
                 stream_once(client, url, {**body, "model": model},
@@ -169,25 +183,49 @@ async def concurrent(direct: str, weft: str, keys: list[str], count: int, tokens
             ]  # fmt: skip
             results = await asyncio.gather(*jobs, return_exceptions=True)
             elapsed = time.perf_counter() - t0
+            cpu1 = cpu_seconds(pids)
         errors = [r for r in results if isinstance(r, BaseException)]
-        got = sum(len(r) for r in results if not isinstance(r, BaseException))
-        return got / elapsed, got, len(errors)
+        done = [r for r in results if not isinstance(r, BaseException)]
+        got = sum(len(r) for r in done)
+        cpu = {name: cpu1[name] - cpu0[name] for name in pids}
+        return got / elapsed, got, len(errors), cpu, sorted(r[0] for r in done if r)
 
-    # One batch after the other on the same engine (then again), for the same reason.
+    # One batch after the other on the same engine, alternating which goes first; the
+    # first pair warms connections and caches on both sides and is not counted.
     runs = []
-    for _ in range(2):
-        runs.append((await many(f"{direct}/completions", "scripted", False),
-                     await many(f"{weft}/completions", "paced", True)))  # fmt: skip
-    d_rate = statistics.mean(d[0] for d, _ in runs)
-    w_rate = statistics.mean(w[0] for _, w in runs)
-    d_tokens, w_tokens = sum(d[1] for d, _ in runs), sum(w[1] for _, w in runs)
-    d_err, w_err = sum(d[2] for d, _ in runs), sum(w[2] for _, w in runs)
+    for run in range(rounds + 1):
+        if run % 2:
+            d = await many(f"{direct}/completions", "scripted", False)
+            w = await many(f"{weft}/completions", "paced", True)
+        else:
+            w = await many(f"{weft}/completions", "paced", True)
+            d = await many(f"{direct}/completions", "scripted", False)
+        if run:
+            runs.append((d, w))
+    ratios = [w[0] / d[0] for d, w in runs]
+    tokens_w = sum(w[1] for _, w in runs)
+
+    def nth_first(side: int, n: int) -> float:
+        # When the n-th stream got its first token (ms from the start), median over pairs.
+        return (
+            statistics.median(pair[side][4][min(n, len(pair[side][4])) - 1] for pair in runs) * 1000
+        )
+
     return {
-        "direct_tok_s": d_rate,
-        "weft_tok_s": w_rate,
-        "ratio": w_rate / d_rate,
-        "tokens": (d_tokens, w_tokens),
-        "errors": (d_err, w_err),
+        # The engine runs 16 sequences at once: the 16th first token is when its first
+        # wave is complete, and every later wave starts from there.
+        "first_token_ms": {n: (nth_first(0, n), nth_first(1, n)) for n in (1, 16)},
+        "direct_tok_s": statistics.median(d[0] for d, _ in runs),
+        "weft_tok_s": statistics.median(w[0] for _, w in runs),
+        "ratio": statistics.median(ratios),
+        "ratios": ratios,
+        "tokens": (sum(d[1] for d, _ in runs), tokens_w),
+        "errors": (sum(d[2] for d, _ in runs), sum(w[2] for _, w in runs)),
+        # CPU seconds of each process per relayed token, and the web process' per request.
+        "cpu_us_per_token": {
+            side: {name: sum(r[i][3][name] for r in runs) * 1e6 / tokens_w for name in pids}
+            for i, side in ((0, "direct"), (1, "weft"))
+        },
     }
 
 
@@ -199,7 +237,10 @@ def main() -> None:
     parser.add_argument("--stream-runs", type=int, default=10)
     parser.add_argument("--concurrent", type=int, default=64)
     parser.add_argument("--concurrent-tokens", type=int, default=24)
+    parser.add_argument("--concurrent-rounds", type=int, default=3)
+    parser.add_argument("--only", choices=["1", "2", "3"], help="run one part alone")
     args = parser.parse_args()
+    parts = {args.only} if args.only else {"1", "2", "3"}
     sup = launcher.Supervisor()
     scratch = launcher.scratch_dir("weft-bench-api-")  # as root, the services' user writes here
     with (
@@ -221,28 +262,59 @@ def main() -> None:
             weft = start_web(sup, env, 19000 + os.getpid() % 1000) + "/v1"
             keys = make_keys(env, 4)
             print(f"uptime: {os.popen('uptime').read().strip()}")
-            one = nonstreaming(f"{fast}/v1", weft, keys[0], args.requests)
-            print(f"non-streaming max_tokens=1 ({args.requests} pairs): direct p50 "
+            if "1" in parts:
+                part_one(fast, weft, keys, args)
+            if "2" in parts:
+                part_two(paced, weft, keys, args)
+            if "3" in parts:
+                web = next(proc.pid for name, proc, _ in sup.children if name == "web")
+                pids = {"web": web, "engine": pid_serving(paced), "client": os.getpid()}
+                part_three(paced, weft, keys, args, pids)
+            print(f"uptime: {os.popen('uptime').read().strip()}")
+        finally:
+            sup.stop_all()
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def part_one(fast: str, weft: str, keys: list[str], args: argparse.Namespace) -> None:
+    one = nonstreaming(f"{fast}/v1", weft, keys[0], args.requests)
+    print(f"non-streaming max_tokens=1 ({args.requests} pairs): direct p50 "
                   f"{one['direct_p50_ms']:.2f} ms; added p50 {one['added_p50_ms']:.2f} ms "
                   f"(target <= 3), p95 {one['added_p95_ms']:.2f} ms (target <= 10)")  # fmt: skip
-            two = asyncio.run(streaming_pairs(f"{paced}/v1", weft, keys[1],
+
+
+def part_two(paced: str, weft: str, keys: list[str], args: argparse.Namespace) -> None:
+    two = asyncio.run(streaming_pairs(f"{paced}/v1", weft, keys[1],
                                               args.stream_tokens, args.stream_runs))  # fmt: skip
-            print(f"streaming {args.stream_tokens} tokens at {1 / args.token_delay:.0f} tok/s: "
+    print(f"streaming {args.stream_tokens} tokens at {1 / args.token_delay:.0f} tok/s: "
                   f"throughput ratio {two['throughput_ratio']:.3f} (target >= 0.98); added time "
                   f"between tokens p50 {two['added_gap_p50_ms']:.3f} ms (target <= 1); added "
                   f"to the first token {two['added_first_token_ms']:.2f} ms; arrival of token i "
                   f"later than direct p50 {two['added_per_token_p50_ms']:.2f} ms, p95 "
                   f"{two['added_per_token_p95_ms']:.2f} ms")  # fmt: skip
-            three = asyncio.run(concurrent(f"{paced}/v1", weft, keys, args.concurrent,
-                                           args.concurrent_tokens))  # fmt: skip
-            print(f"{args.concurrent} concurrent streams x {args.concurrent_tokens} tokens: "
-                  f"direct {three['direct_tok_s']:.0f} tok/s, via Weft {three['weft_tok_s']:.0f} "
-                  f"tok/s, ratio {three['ratio']:.3f} (target >= 0.95); tokens {three['tokens']}, "
+
+
+def part_three(
+    paced: str, weft: str, keys: list[str], args: argparse.Namespace, pids: dict
+) -> None:
+    three = asyncio.run(concurrent(f"{paced}/v1", weft, keys, args.concurrent,
+                                           args.concurrent_tokens, args.concurrent_rounds, pids))  # fmt: skip
+    print(f"{args.concurrent} concurrent streams x {args.concurrent_tokens} tokens "
+                  f"({args.concurrent_rounds} pairs after a warm-up pair): direct "
+                  f"{three['direct_tok_s']:.0f} tok/s, via Weft {three['weft_tok_s']:.0f} tok/s, "
+                  f"ratio {three['ratio']:.3f} (target >= 0.95; each pair "
+                  f"{', '.join(f'{r:.3f}' for r in three['ratios'])}); tokens {three['tokens']}, "
                   f"errors direct/weft {three['errors']} (target 0)")  # fmt: skip
-            print(f"uptime: {os.popen('uptime').read().strip()}")
-        finally:
-            sup.stop_all()
-            shutil.rmtree(scratch, ignore_errors=True)
+    print(
+        "  first token of the n-th stream (ms after the start, direct / via Weft): "
+        + "; ".join(f"n={n}: {d:.1f} / {w:.1f}" for n, (d, w) in three["first_token_ms"].items())
+    )
+    cpu = three["cpu_us_per_token"]
+    print("  CPU per relayed token (µs, load-insensitive): "
+                  + "; ".join(f"{side}: " + ", ".join(f"{n} {v:.0f}" for n, v in cpu[side].items())
+                              for side in cpu)
+                  + f"; the web process: {cpu['weft']['web'] * args.concurrent_tokens / 1000:.2f} "
+                  "ms per request, relay included")  # fmt: skip
 
 
 if __name__ == "__main__":

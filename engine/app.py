@@ -50,8 +50,9 @@ class Engine:
     tokenizer: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(2, thread_name_prefix="tokenize")
     )
+    # Two: full-vocabulary encoding is numpy work that releases the GIL (engine/encode.py).
     encoder: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="encode")
+        default_factory=lambda: ThreadPoolExecutor(2, thread_name_prefix="encode")
     )
     created: int = field(default_factory=lambda: int(time.time()))
 

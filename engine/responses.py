@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from starlette.types import Receive, Scope, Send
@@ -35,8 +36,10 @@ from engine.scheduler import Job
 if TYPE_CHECKING:
     from engine.app import Engine
 
-# Full-vocabulary positions encoded per hop to the encoder thread (~3 MB each).
-POSITIONS_PER_CHUNK = 4
+# Full-vocabulary positions encoded per hop to an encoder thread (~4 MB each), and the
+# spans encoded or being sent at once (the engine has two encoder threads).
+POSITIONS_PER_CHUNK = 2
+SPANS_IN_FLIGHT = 3
 
 
 async def _sleep_unless(gone: asyncio.Event, seconds: float) -> None:
@@ -258,19 +261,24 @@ class CompletionResponse:
                 (start, min(positions, start + POSITIONS_PER_CHUNK))
                 for start in range(0, positions, POSITIONS_PER_CHUNK)
             ]
-            # The next span is encoded while the previous one is being sent.
-            pending = None
+            # Spans are encoded on the encoder threads (numpy work, mostly without the
+            # GIL) while earlier ones are sent, in order: the threads stay busy during
+            # a send, and at most SPANS_IN_FLIGHT spans are in memory.
+            ahead: deque[asyncio.Future[bytes]] = deque()
             for start, stop in spans:
-                ahead = self.engine.encode(_encode_positions, encoder, rows, start, stop)
-                next_part = asyncio.ensure_future(ahead)
-                if pending is not None:
-                    await part(await pending)
-                pending = next_part
+                ahead.append(
+                    asyncio.ensure_future(
+                        self.engine.encode(_encode_positions, encoder, rows, start, stop)
+                    )
+                )
+                if len(ahead) >= SPANS_IN_FLIGHT:
+                    await part(await ahead.popleft())
                 if self.gone.is_set():
-                    pending.cancel()
+                    for pending in ahead:
+                        pending.cancel()
                     return
-            if pending is not None:
-                await part(await pending)
+            while ahead:
+                await part(await ahead.popleft())
             await part(b"]}")
         await send({"type": "http.response.body", "body": b'],"usage":' + dumps(usage) + b"}"})
 
@@ -363,9 +371,7 @@ class CompletionResponse:
 def _encode_positions(encoder: Any, rows: FullVocabRows, start: int, stop: int) -> bytes:
     """Positions ``start..stop-1`` (predicting prompt[start+1..stop]), each preceded by
     the comma that follows the previous entry (the list opens with null)."""
-    return b"".join(
-        b"," + encoder.position(rows.row(i), rows.prompt[i + 1]) for i in range(start, stop)
-    )
+    return encoder.positions([(rows.row(i), rows.prompt[i + 1]) for i in range(start, stop)])
 
 
 async def _no_receive() -> Any:

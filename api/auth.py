@@ -41,6 +41,7 @@ async def authenticate(headers: dict[str, str]) -> ApiKey:
     digest = hash_secret(secret)
     now = time.monotonic()
     hit = _cache.get(digest)
+    key: ApiKey | None
     if hit is not None and now - hit[0] < settings.WEFT_API_KEY_CACHE_SECONDS:
         key = hit[1]
     else:

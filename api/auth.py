@@ -49,6 +49,7 @@ async def authenticate(headers: dict[str, str]) -> ApiKey:
     digest = hash_secret(secret)
     now = time.monotonic()
     hit = _cache.get(digest)
+    key: ApiKey | None
     life = settings.WEFT_API_KEY_CACHE_SECONDS
     if hit is not None and now - hit[0] < life:
         key = hit[1]

@@ -119,8 +119,9 @@ class Request:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            raise error
 
     async def _wait_disconnect(self) -> None:
         while True:

@@ -14,6 +14,7 @@ from api import openapi, snippets
 from api.forms import KeyForm
 from api.ledger import usage_summary
 from api.models import ApiKey
+from core.shortcuts import HtmxRequest
 
 PAGE = "api/keys.html"
 
@@ -28,7 +29,7 @@ def api_base_url(request: HttpRequest) -> str:
 
 
 @require_http_methods(["GET", "POST"])
-def keys(request: HttpRequest) -> HttpResponse:
+def keys(request: HtmxRequest) -> HttpResponse:
     form = KeyForm(request.POST if request.method == "POST" else None)
     context: dict = {"form": form, "api_base": api_base_url(request)}
     status = 200
@@ -53,7 +54,7 @@ def keys(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-def revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+def revoke(request: HtmxRequest, key_id: int) -> HttpResponse:
     key = get_object_or_404(ApiKey, pk=key_id, user=request.user)
     key.revoke()
     if not request.htmx:

@@ -181,6 +181,7 @@ async def reserve(plan: Plan, key: Any, row: dict[str, Any]) -> ledger.Reservati
         plan.exact = True  # best known, even when the backend cannot tokenize
         if counted is not None:
             plan.prompt_tokens = sum(counted)
+    assert res is not None  # only a tentative reservation is None; the second is exact
     if res.clamped:
         plan.applied = res.max_tokens
         plan.reasons.append("budget")
@@ -291,9 +292,10 @@ async def pass_json(req: Request, plan: Plan, meter: Meter) -> str:
                     chunk = zipper.feed(chunk)
                 if chunk:
                     await req.body(chunk, more=True)
-                chunk = await anext(chunks, None)
-                if chunk is None:
+                following = await anext(chunks, None)
+                if following is None:
                     break
+                chunk = following
         except httpx.HTTPError as exc:
             return _body_error(exc).code
         await req.body(zipper.finish() if zipper is not None else b"")
@@ -353,13 +355,13 @@ async def pass_stream(req: Request, plan: Plan, meter: Meter) -> str:
                 if out:
                     await req.body(b"".join(out), more=True)
         except httpx.HTTPError as exc:
-            broke = upstream_error(passthrough.transport_error(exc))
+            broke: ApiError | None = upstream_error(passthrough.transport_error(exc))
         else:
             broke = None if finished else ApiError("upstream_error", "the stream ended early")
         if broke is not None:
             failure = broke.code
             # Headers are gone: say it in the stream, and never end it as if complete.
-            frame = {
+            error_frame = {
                 "error": {
                     "code": broke.code,
                     "message": f"{broke.message} (before [DONE])",
@@ -368,7 +370,7 @@ async def pass_stream(req: Request, plan: Plan, meter: Meter) -> str:
                 },
                 "request_id": req.id,
             }
-            await req.body(b"data: " + json.dumps(frame).encode() + b"\n\n", more=True)
+            await req.body(b"data: " + json.dumps(error_frame).encode() + b"\n\n", more=True)
         await req.body(b"")
     finally:
         await response.aclose()
@@ -485,7 +487,7 @@ def _finish(
     }
     log.info("api %s key=%s status=%s code=%s request=%s ms=%s", row["endpoint"],
              row["key_prefix"], status, failure or "-", req.id, fields["latency_ms"])  # fmt: skip
-    if res is None:
+    if res is None or plan is None:  # a reservation always has its plan
         _in_background(_quietly(ledger.record({**row, **fields})))
         return
     _in_background(_quietly(_settle(res, meter, plan, fields, req.latency_ms() / 1000)))

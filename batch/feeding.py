@@ -373,7 +373,7 @@ def sweep() -> dict[str, int]:
     for item in active.filter(generation__state__in=Generation.TERMINAL).select_related(
         "generation"
     ):
-        if record(item.generation) is not None:
+        if item.generation is not None and record(item.generation) is not None:
             recorded += 1
             publish(item.batch_id)
     for item in active.filter(generation__isnull=True):

@@ -9,7 +9,8 @@ from typing import Any
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -23,6 +24,7 @@ from completions.errors import BackendError
 from completions.forms import lookup_model
 from completions.models import Generation
 from completions.schema import ParamsInvalid
+from core.shortcuts import HtmxRequest
 from loom.generation import attach
 from loom.models import Author, Tree
 from workbench import params
@@ -34,18 +36,18 @@ DETAIL = "batch/detail.html"
 PAGE_SIZE = 25
 
 
-def _own(request: HttpRequest, batch_id: int) -> Batch:
+def _own(request: HtmxRequest, batch_id: int) -> Batch:
     return get_object_or_404(Batch, pk=batch_id, owner=request.user)
 
 
-def _form_context(request: HttpRequest, values: dict[str, Any]) -> dict[str, Any]:
+def _form_context(request: HtmxRequest, values: dict[str, Any]) -> dict[str, Any]:
     try:
         models, model_error = list_models(), ""
     except BackendError as exc:
         models, model_error = [], f"The backend cannot be reached ({exc.code}): {exc.message}"
     return {
         **params_context(values, models, model_error),
-        "batches": [(b, b.progress()) for b in Batch.objects.filter(owner=request.user)[:50]],
+        "batches": [(b, b.progress()) for b in Batch.objects.filter(owner_id=request.user.pk)[:50]],
         "budget": usage_summary(request.user),
         "formats": FORMATS,
         "max_prompts": MAX_PROMPTS,
@@ -53,12 +55,12 @@ def _form_context(request: HttpRequest, values: dict[str, Any]) -> dict[str, Any
 
 
 @require_GET
-def batch_list(request: HttpRequest) -> HttpResponse:
+def batch_list(request: HtmxRequest) -> HttpResponse:
     return render(request, LIST, _form_context(request, params.form_values({})))
 
 
 @require_POST
-def batch_new(request: HttpRequest) -> HttpResponse:
+def batch_new(request: HtmxRequest) -> HttpResponse:
     """Upload: parse the file, check every prompt and the whole batch's worst case,
     then create it all in one transaction. Any error: nothing is created or sent."""
     values = params.form_values({})
@@ -103,7 +105,7 @@ def batch_new(request: HttpRequest) -> HttpResponse:
     return redirect("batch:detail", batch.pk)
 
 
-def _detail_context(request: HttpRequest, batch: Batch) -> dict[str, Any]:
+def _detail_context(request: HtmxRequest, batch: Batch) -> dict[str, Any]:
     items = batch.items.select_related("generation").order_by("index")
     if request.GET.get("failed"):
         items = items.filter(state=BatchItem.State.FAILED)
@@ -118,17 +120,17 @@ def _detail_context(request: HttpRequest, batch: Batch) -> dict[str, Any]:
 
 
 @require_GET
-def batch_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
+def batch_detail(request: HtmxRequest, batch_id: int) -> HttpResponse:
     return render(request, DETAIL, _detail_context(request, _own(request, batch_id)))
 
 
 @require_GET
-def batch_results(request: HttpRequest, batch_id: int) -> HttpResponse:
+def batch_results(request: HtmxRequest, batch_id: int) -> HttpResponse:
     """The results table alone (paging, and the refresh while the batch runs)."""
     return render(request, f"{DETAIL}#results", _detail_context(request, _own(request, batch_id)))
 
 
-def _after_action(request: HttpRequest, batch: Batch, **extra: Any) -> HttpResponse:
+def _after_action(request: HtmxRequest, batch: Batch, **extra: Any) -> HttpResponse:
     if not request.htmx:
         for message in extra.get("notices", []):
             messages.info(request, message)
@@ -139,7 +141,7 @@ def _after_action(request: HttpRequest, batch: Batch, **extra: Any) -> HttpRespo
 
 
 @require_POST
-def batch_control(request: HttpRequest, batch_id: int, control: str) -> HttpResponse:
+def batch_control(request: HtmxRequest, batch_id: int, control: str) -> HttpResponse:
     batch = _own(request, batch_id)
     notices: list[str] = []
     if control == "pause":
@@ -166,7 +168,7 @@ def batch_control(request: HttpRequest, batch_id: int, control: str) -> HttpResp
 
 
 @require_POST
-def batch_delete(request: HttpRequest, batch_id: int) -> HttpResponse:
+def batch_delete(request: HtmxRequest, batch_id: int) -> HttpResponse:
     batch = _own(request, batch_id)
     feeding.cancel(batch)
     batch.delete()
@@ -177,7 +179,7 @@ def batch_delete(request: HttpRequest, batch_id: int) -> HttpResponse:
 
 
 @require_POST
-def item_retry(request: HttpRequest, batch_id: int, item_id: int) -> HttpResponse:
+def item_retry(request: HtmxRequest, batch_id: int, item_id: int) -> HttpResponse:
     batch = _own(request, batch_id)
     item = get_object_or_404(BatchItem, pk=item_id, batch=batch)
     notices = []
@@ -190,7 +192,7 @@ def item_retry(request: HttpRequest, batch_id: int, item_id: int) -> HttpRespons
 
 
 @require_GET
-def item_workbench(request: HttpRequest, batch_id: int, item_id: int) -> HttpResponse:
+def item_workbench(request: HtmxRequest, batch_id: int, item_id: int) -> HttpResponse:
     """The row's run in the Workbench (its settings, prompt and samples), while the
     door still keeps its checkpoint (7 days)."""
     item = get_object_or_404(BatchItem, pk=item_id, batch=_own(request, batch_id))
@@ -202,7 +204,7 @@ def item_workbench(request: HttpRequest, batch_id: int, item_id: int) -> HttpRes
 
 
 @require_POST
-def item_loom(request: HttpRequest, batch_id: int, item_id: int) -> HttpResponse:
+def item_loom(request: HtmxRequest, batch_id: int, item_id: int) -> HttpResponse:
     """A new Loom tree: the prompt as the root, each sample a model-written child (with
     its tokens and logprobs while the checkpoint is kept)."""
     batch = _own(request, batch_id)
@@ -214,7 +216,8 @@ def item_loom(request: HttpRequest, batch_id: int, item_id: int) -> HttpResponse
         )
         generation = (
             Generation.objects.select_for_update()
-            .filter(pk=item.generation_id, owner=request.user).first()
+            .filter(pk=item.generation_id, owner_id=request.user.pk).first()
+            if item.generation_id is not None else None
         )  # fmt: skip
         if generation is not None and generation.is_terminal:
             attach(generation, tree.root, label=f"batch {batch.pk} prompt {item.index}")
@@ -227,7 +230,7 @@ def item_loom(request: HttpRequest, batch_id: int, item_id: int) -> HttpResponse
 
 
 @require_GET
-def batch_export(request: HttpRequest, batch_id: int, fmt: str) -> HttpResponse:
+def batch_export(request: HtmxRequest, batch_id: int, fmt: str) -> HttpResponseBase:
     batch = _own(request, batch_id)
     if fmt not in exports.FORMATS:
         raise Http404("no such format")

@@ -820,7 +820,7 @@ def cmd_test(pytest_args: list[str]) -> int:
     for lint in [] if pytest_args else (["check", "."], ["format", "--check", "."]):
         if subprocess.run([venv_bin / "ruff", *lint], cwd=BASE_DIR).returncode != 0:
             raise LaunchError(f"ruff {' '.join(lint)} failed (run `make format`)")
-    # Types of completions/ and core/ ([tool.mypy] in pyproject.toml), on full runs too.
+    # Types of completions/, core/, api/ and batch/ ([tool.mypy] in pyproject.toml), on full runs too.
     if not pytest_args and subprocess.run([venv_bin / "mypy"], cwd=BASE_DIR).returncode != 0:
         raise LaunchError("mypy failed (run `.venv/bin/mypy` to see why)")
     ensure_chromium()

@@ -6,8 +6,16 @@ from typing import Any
 
 from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
+from django_htmx.middleware import HtmxDetails
 
 from completions.models import Generation
+
+
+class HtmxRequest(HttpRequest):
+    """A request as Weft's views see it: django-htmx's middleware (always installed)
+    has set `.htmx`, which django-stubs' HttpRequest does not know."""
+
+    htmx: HtmxDetails
 
 
 def int_or_404(value: Any) -> int:

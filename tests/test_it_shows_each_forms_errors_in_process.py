@@ -79,6 +79,26 @@ CASES: list[tuple[str, dict, dict, str]] = [
         {"target": "999999999"},
         "There is no node with that number in this tree.",
     ),  # fmt: skip
+    (
+        "loom:write_mode",
+        {"tree_id": None},
+        {"mode": "nope"},
+        "Not changed: mode: Select a valid choice",
+    ),
+    (
+        "loom:write",
+        {"tree_id": None, "node_id": None},
+        {"edits": "[{"},
+        "The edits could not be read; reload the page.",
+    ),  # fmt: skip
+    (
+        "loom:write",
+        {"tree_id": None, "node_id": None},
+        {"append": ""},
+        "Nothing changed in the text.",
+    ),
+    ("batch:new", {}, {"format": "auto", "title": "t"}, "Choose a file of prompts"),
+    ("batch:new", {}, {"temperature": "abc"}, "'abc' is not a number"),
 ]
 
 # Views that read fields whose refusals other files test, or that have none to show.
@@ -99,6 +119,9 @@ NO_ERRORS = {
     "wb_recover": "an odd page number shows the nearest page (Django's Paginator.get_page)",
     "wb_export": "History's filters: an invalid one filters nothing, the page says why",
     "wb_compare": "two run ids in the query: someone else's or nonsense is a 404",
+    "loom:outline_children": "a level that is not a small whole number opens at the first level",
+    "batch:detail": "an odd page number shows the nearest page; `failed` is a flag, any value is on",
+    "batch:results": "the detail page's table alone: the same page number and flag as batch:detail",
 }
 
 

@@ -23,12 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from django.db import connections
-from django.db.models import Sum
+import redis
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import F, Sum
 from django.utils import timezone
 from psycopg.pq import TransactionStatus
 
 from api.errors import ApiError
+from api.limits import active_key
 from api.models import ApiKey, ApiKeyMonth, ApiRequest
 from completions.budget import month_of, next_reset
 
@@ -330,16 +333,7 @@ def release_stale() -> int:
     A request in flight holds a lease in Redis (api.limits) that it renews; a row still
     unsettled well past a lease's life, whose lease is gone, has no process left to
     settle it. What it generated is unknown, so nothing is charged. Returns how many."""
-    import datetime as _dt
-
-    import redis
-    from django.conf import settings
-    from django.db import transaction
-    from django.db.models import F
-
-    from api.limits import active_key
-
-    grace = _dt.timedelta(seconds=2 * settings.WEFT_API_LEASE_SECONDS + 5)
+    grace = dt.timedelta(seconds=2 * settings.WEFT_API_LEASE_SECONDS + 5)
     # A completion job's reservation waits for its worker, however long it is queued.
     candidates = ApiRequest.objects.filter(
         settled=False, created_at__lt=timezone.now() - grace, job__isnull=True

@@ -1,6 +1,10 @@
 """The WebSocket base every Weft consumer extends."""
 
+import logging
+
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+log = logging.getLogger(__name__)
 
 
 class OwnerConsumer(AsyncJsonWebsocketConsumer):
@@ -24,6 +28,16 @@ class OwnerConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         await self.on_accepted()
+
+    async def send(self, text_data=None, bytes_data=None, close=False) -> None:
+        """A group message can arrive while the browser is closing the socket: the
+        handler reads the database, and by the time it sends, the server has no socket
+        left (uvicorn raises RuntimeError; other servers an OSError). Nobody is there
+        to read it, so it is dropped instead of logged as a crash of the consumer."""
+        try:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        except (RuntimeError, OSError) as exc:
+            log.debug("%s: socket already closed, message dropped (%s)", type(self).__name__, exc)
 
     async def disconnect(self, code: int) -> None:
         for group in getattr(self, "joined", []):

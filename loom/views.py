@@ -15,6 +15,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from completions.budget import BudgetRefused
+from completions.client import list_models
+from completions.errors import BackendError
+from completions.models import Generation
+from completions.schema import ParamsInvalid
 from core.shortcuts import int_or_404
 from core.tokens import text_before
 from loom import generation as gen
@@ -168,9 +173,6 @@ SHOW_ARCHIVED = "loom_show_archived"
 def _models() -> list:
     """Every routed model for the settings picker; [] (a free-text field) when the
     backends cannot be reached — the tree stays readable."""
-    from completions.client import list_models
-    from completions.errors import BackendError
-
     try:
         return list_models()
     except BackendError:
@@ -420,10 +422,6 @@ def write(request, tree_id: int, node_id: int):
     siblings: the tree's write mode), text typed after the end becomes a human child,
     and with `generate` the result is generated from — all or nothing, so a refused
     generation leaves the typed text in the page to try again."""
-    from completions.budget import BudgetRefused
-    from completions.errors import BackendError
-    from completions.schema import ParamsInvalid
-
     tree = owned_tree(request, tree_id)
     node = owned_node(tree, node_id)
     post = request.POST
@@ -551,10 +549,6 @@ async def _aiter(chunks):
 
 @require_POST
 def generate(request, tree_id: int, node_id: int):
-    from completions.budget import BudgetRefused
-    from completions.errors import BackendError
-    from completions.schema import ParamsInvalid
-
     tree = owned_tree(request, tree_id)
     node = owned_node(tree, node_id)
     ctx = {"tree": tree, "node": node}
@@ -604,8 +598,6 @@ def render_result(request, g):
 
 
 def recover(request):
-    from completions.models import Generation
-
     if request.method == "POST":
         tree = owned_tree(request, int_or_404(request.POST.get("tree")))
         node_id = request.POST.get("node") or tree.current_id or tree.root.pk

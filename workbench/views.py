@@ -226,10 +226,17 @@ def run(request: HttpRequest) -> HttpResponse:
     if invalid is not None:
         return render(request, f"{PAGE}#run_invalid", context)
     try:
-        generation = pipeline.start(request.user, data, kind="workbench")
+        return _start_live(request, data, context)
     except ParamsInvalid as exc:  # the door's model-aware checks (e.g. unknown model)
         context["errors"] = _error_slots(exc)
         return render(request, f"{PAGE}#run_invalid", context)
+
+
+def _start_live(request: HttpRequest, data: dict, context: dict[str, Any]) -> HttpResponse:
+    """Start a Workbench run and render it live on the page (shown in the draft), or
+    the refusal that stopped it; ParamsInvalid is the caller's to word."""
+    try:
+        generation = pipeline.start(request.user, data, kind="workbench")
     except BudgetRefused as refusal:
         context.update(refusal=refusal, budget=_budget(request))
         return render(request, f"{PAGE}#run_refused", context)
@@ -251,19 +258,10 @@ def rerun_generation(request: HttpRequest, generation_id: int) -> HttpResponse:
     body = {k: v for k, v in (original.params or {}).items() if k not in TRANSPORT_PARAMS}
     context: dict[str, Any] = {}
     try:
-        generation = pipeline.start(request.user, body, kind="workbench")
+        return _start_live(request, body, context)
     except ParamsInvalid as exc:  # e.g. the model is no longer served
         context["backend_error"] = BackendError("invalid_request", str(exc))
         return render(request, f"{PAGE}#run_backend_error", context)
-    except BudgetRefused as refusal:
-        context.update(refusal=refusal, budget=_budget(request))
-        return render(request, f"{PAGE}#run_refused", context)
-    except BackendError as exc:
-        context["backend_error"] = exc
-        return render(request, f"{PAGE}#run_backend_error", context)
-    Draft.objects.of(request.user).show_run(generation)
-    context.update(live_context(request, generation), budget=_budget(request))
-    return render(request, f"{PAGE}#run_live", context)
 
 
 @require_POST

@@ -3,6 +3,7 @@ and re-attaches to its stream (the text keeps growing), then shows the saved res
 
 import pytest
 
+from completions.models import Generation
 from tests.workbench.helpers import WORKBENCH_TIMEOUT, fill_run_form
 
 
@@ -40,4 +41,9 @@ def test_it_reattaches_a_running_stream_after_reload(
 
     expect(run.locator(".gen-state.state-done")).to_be_visible(timeout=WORKBENCH_TIMEOUT)
     final = run.locator(".gen-result .sample").first.locator(".sample-text")
-    assert final.evaluate("el => el.textContent").startswith(before)
+    # The saved result is the whole text. (The re-attached live text can miss the
+    # tokens streamed between the last checkpoint and the socket's join — up to one
+    # checkpoint interval — until the result replaces it: a known gap, see issue 14's
+    # note; so the live text is not compared with the final one here.)
+    stored = Generation.objects.get(pk=int(run_id.removeprefix("run-"))).choices[0]["text"]
+    assert final.evaluate("el => el.textContent") == stored and len(stored) > len(before)

@@ -69,6 +69,11 @@ def colour_children(tree: Tree, nodes: list) -> None:
 def reader_context(
     tree: Tree, node: Node, *, children_only: bool = False, show_archived: bool = False
 ) -> dict[str, Any]:
+    # Live first, then attach the finished: a generation that ends between the two
+    # reads is then still live (its socket re-joins and brings the end) or attached.
+    # The other order could read it as running before it ended and as not running
+    # after, leaving it in neither list, its children on no page until the next open.
+    live = [] if children_only else list(running_for(node).order_by("id"))
     materialize_finished(node)
     kids = node.children() if show_archived else node.children().filter(archived=False)
     children = list(_light(kids)[: NEIGHBOURS + 1])
@@ -121,7 +126,7 @@ def reader_context(
             },
             "hoisted": hoisted,
             "model_legend": sorted(legend.items(), key=lambda kv: kv[1]),
-            "live": live_generations(tree, running_for(node).order_by("id")),
+            "live": live_generations(tree, live),
             "last_redo": tree.redo_log.order_by("-id").values_list("label", flat=True).first(),
             "archived_count": archived_count(node),
             "token_legend": LEGEND,

@@ -7,7 +7,10 @@ from completions import pipeline
 from completions.models import Generation
 from tests.api.conftest import scripted_received
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+# transaction=True: the run's checkpoint thread writes through its own connection, which
+# would not see a row left uncommitted in the test's transaction (it took the run for
+# lost after one checkpoint interval and ended it "cancelled").
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SERVED = {"tiny": "weft/scripted-tiny", "smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 

@@ -1,7 +1,8 @@
 """The one module that talks HTTP to the completion backend.
 
-Sync (`BackendClient`) and async (`AsyncBackendClient`) clients over httpx, SSE via
-httpx-sse, the seed's error envelope mapped to completions.errors, and retries only
+`BackendClient` over httpx for the pages' calls (Celery workers, sync views; the /v1
+proxy's async path is completions/passthrough.py, on this module's routing and error
+mapping), SSE via httpx-sse, the seed's error envelope mapped to completions.errors, and retries only
 where the seed says a retry can help (429 queue_full / rate_limited, 502, 503 —
 honouring Retry-After; never 504 or X-Should-Retry: false). Logs carry status,
 codes and request ids — never prompt or completion text.
@@ -19,7 +20,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -56,7 +57,6 @@ TOKENIZER_MISSING = (404, 405, 501)
 TOKEN_BOUND_SLACK = 4
 
 __all__ = [
-    "AsyncBackendClient",
     "BackendClient",
     "Completion",
     "CompletionStream",
@@ -116,7 +116,7 @@ class Completion:
 
 
 class _Settings:
-    """Connection settings shared by the sync and async clients."""
+    """Connection settings of a client: timeouts, retries, workload headers."""
 
     def __init__(
         self,
@@ -216,7 +216,7 @@ def _scrub_nul(value: Any) -> Any:
 
 
 def _completion(response: httpx.Response, client: _Settings) -> Completion:
-    """A non-streamed answer, the same for the sync and async clients."""
+    """A non-streamed answer, its body as the backend sent it."""
     request_id, clamped = _check_ok(response, client)
     try:
         body = parse_json(response.text)
@@ -333,22 +333,8 @@ class CompletionStream:
             raise _transport_error(exc, self.request_id) from exc
         raise self._incomplete()
 
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for sse in EventSource(self.response).aiter_sse():
-                chunk = self._parse(sse.data)
-                if chunk is None:
-                    return
-                yield chunk
-        except httpx.HTTPError as exc:
-            raise _transport_error(exc, self.request_id) from exc
-        raise self._incomplete()
-
     def close(self) -> None:
         self.response.close()
-
-    async def aclose(self) -> None:
-        await self.response.aclose()
 
 
 def _stream_body(params: CompletionParams) -> dict[str, Any]:
@@ -523,68 +509,6 @@ class BackendClient(_Settings):
             yield response
         finally:
             response.close()
-
-
-class AsyncBackendClient(_Settings):
-    """The same client for async code (consumers, async views)."""
-
-    def __init__(self, workload: Workload = "interactive", **options: Any) -> None:
-        super().__init__(workload, **options)
-        # No default headers: each request carries its own backend's key, so one
-        # backend's Authorization can never travel to another.
-        self._http = httpx.AsyncClient(timeout=self.timeout)
-
-    async def __aenter__(self) -> AsyncBackendClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-    async def _send(
-        self,
-        method: str,
-        url: str,
-        body: dict[str, Any] | None,
-        *,
-        stream: bool,
-        api_key: str | None = None,
-    ) -> httpx.Response:
-        attempt = 0
-        while True:
-            request = self._http.build_request(
-                method, url, json=body, headers=self.headers(api_key), timeout=self.timeout
-            )
-            try:
-                response = await self._http.send(request, stream=stream)
-            except httpx.HTTPError as exc:
-                raise _transport_error(exc) from exc
-            if response.status_code < 400:
-                return response
-            if stream:
-                await response.aread()
-                await response.aclose()
-            await asyncio.sleep(self._wait_or_raise(response, method, url, attempt))
-            attempt += 1
-
-    async def complete(self, params: CompletionParams) -> Completion:
-        to = await aroute(params.model) if self.routed else None
-        url, key, body = self._target(to, _nonstream_body(params))
-        response = await self._send("POST", f"{url}/completions", body, stream=False, api_key=key)
-        return _completion(response, self)
-
-    @contextlib.asynccontextmanager
-    async def stream(self, params: CompletionParams) -> AsyncIterator[CompletionStream]:
-        to = await aroute(params.model) if self.routed else None
-        url, key, body = self._target(to, _stream_body(params))
-        response = await self._send("POST", f"{url}/completions", body, stream=True, api_key=key)
-        try:
-            request_id, clamped = _check_ok(response, self)
-            yield CompletionStream(response, request_id, clamped)
-        finally:
-            await response.aclose()
 
 
 # --- models and tokens -------------------------------------------------------------

@@ -1,13 +1,10 @@
 """Two real backends at once: the local engine (SmolLM2 on llama.cpp) and a scripted
 engine behind the alias "tiny"; the door sends each request to its model's backend."""
 
-import asyncio
-
 import httpx
 import pytest
 
 from completions.client import (
-    AsyncBackendClient,
     BackendClient,
     count_tokens,
     get_model,
@@ -60,19 +57,16 @@ def test_it_sends_a_door_call_to_each_backend_with_its_own_name_and_key(two_back
     assert sent[0]["headers"]["authorization"] == "Bearer sk-scripted"
 
 
-def test_it_streams_from_each_backend_with_the_async_client(two_backends):
-    async def texts(model: str) -> tuple[str, str]:
+def test_it_streams_from_each_backend(two_backends):
+    def stream(model: str) -> tuple[str, str]:
         params = validate_params(
             {"model": model, "prompt": "Once upon a time", "max_tokens": 3, "stream": True}
         )
-        async with AsyncBackendClient() as client, client.stream(params) as chunks:
-            text = "".join([c["choices"][0]["text"] async for c in chunks if c["choices"]])
+        with BackendClient() as client, client.stream(params) as chunks:
+            text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
             return text, chunks.model
 
-    async def both():
-        return await asyncio.gather(texts("tiny"), texts("smollm2-135m"))
-
-    (tiny_text, tiny_model), (local_text, local_model) = asyncio.run(both())
+    (tiny_text, tiny_model), (local_text, local_model) = stream("tiny"), stream("smollm2-135m")
     assert tiny_model == "weft/scripted-tiny" and tiny_text
     assert local_model == "HuggingFaceTB/SmolLM2-135M-Instruct" and local_text
     assert [r["body"]["model"] for r in scripted_received(two_backends)] == ["scripted"]

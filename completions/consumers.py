@@ -2,10 +2,12 @@
 out-of-band fragments (see docs/architecture.md)."""
 
 import asyncio
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import DatabaseError
 
 from completions import lifecycle
 from completions.models import Generation
@@ -20,6 +22,8 @@ from completions.streaming import (
     tokens_fragment,
 )
 from core.consumers import OwnerConsumer
+
+log = logging.getLogger(__name__)
 
 # How often a socket that missed part of a stream re-reads the checkpoint, which the
 # worker writes at least every WEFT_CHECKPOINT_INTERVAL_SECONDS while the text grows.
@@ -96,18 +100,19 @@ class GenerationConsumer(OwnerConsumer):
         ended meanwhile has its whole text in the row."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + catch_up_patience()
-        while True:
+        choices: list[dict[str, Any]] = []
+        while loop.time() < deadline:
             await asyncio.sleep(CATCH_UP_POLL_SECONDS)
-            generation = await database_sync_to_async(
-                Generation.objects.only("state", "choices").get
-            )(pk=self.generation_id)
+            try:
+                generation = await database_sync_to_async(
+                    Generation.objects.only("state", "choices").get
+                )(pk=self.generation_id)
+            except DatabaseError:  # away for a moment, like the worker's checkpoints
+                log.warning("generation %s: checkpoint unreadable", self.generation_id)
+                continue
             choices = generation.choices
             choice = choices[gap.choice] if gap.choice < len(choices) else {}
-            if (
-                len(choice.get("text") or "") >= gap.start
-                or generation.is_terminal
-                or loop.time() >= deadline
-            ):
+            if len(choice.get("text") or "") >= gap.start or generation.is_terminal:
                 break
         parts = []
         for i, choice in enumerate(choices):

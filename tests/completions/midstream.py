@@ -115,6 +115,10 @@ class Socket:
         assert connected
         self.page.feed(await self.communicator.receive_from(timeout=5))
 
+    async def until(self, done, timeout: float = 15) -> None:
+        while not done(self.page):
+            self.page.feed(await self.communicator.receive_from(timeout=timeout))
+
     async def until_final(self, timeout: float = 15) -> Page:
         while not self.page.final:
             self.page.feed(await self.communicator.receive_from(timeout=timeout))

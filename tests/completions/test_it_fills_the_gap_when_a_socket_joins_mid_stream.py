@@ -97,3 +97,29 @@ def test_it_takes_the_saved_result_when_the_run_ends_during_the_wait(make_user):
 
     worker, page = asyncio.run(scenario())
     assert page.text(0) == "one two three" == worker.shown(0)
+
+
+def test_it_goes_on_past_the_gap_when_no_checkpoint_comes(make_user):
+    """Checkpoints failing (the worker retries them): after a few intervals the socket
+    shows the rest of the stream rather than nothing; the saved result fills the hole."""
+    user = make_user()
+    generation = running_generation(user, n=1)
+
+    async def scenario():
+        worker = Worker(generation)
+        await worker.listen()
+        worker.chunk(0, "one")
+        await worker.checkpoint()
+        worker.chunk(0, " two")
+        await worker.delivered()
+        socket = Socket(user, generation.pk)
+        await socket.connect()
+        worker.chunk(0, " three")
+        worker.chunk(0, " four")
+        await socket.until(lambda page: page.text(0).endswith(" four"), timeout=10)
+        shown = socket.page.text(0)
+        await worker.finish()
+        await socket.until_final()
+        return shown
+
+    assert asyncio.run(scenario()) == "one three four"

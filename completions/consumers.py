@@ -15,6 +15,7 @@ from completions.registry import result_url
 from completions.streaming import (
     Coverage,
     Gap,
+    Hole,
     choice_fragment,
     final_fragment,
     group_name,
@@ -25,14 +26,15 @@ from core.consumers import OwnerConsumer
 
 log = logging.getLogger(__name__)
 
-# How often a socket that missed part of a stream re-reads the checkpoint, which the
-# worker writes at least every WEFT_CHECKPOINT_INTERVAL_SECONDS while the text grows.
-CATCH_UP_POLL_SECONDS = 0.2
+# How often a socket whose page shows a hole re-reads the checkpoint, which the worker
+# writes at least every WEFT_CHECKPOINT_INTERVAL_SECONDS while the text grows.
+MEND_POLL_SECONDS = 0.2
 
 
-def catch_up_patience() -> float:
-    """How long to wait for a checkpoint that covers a gap: a few intervals, past
-    which checkpoints are failing (the worker retries them) and the stream goes on."""
+def mend_patience() -> float:
+    """How long a hole waits for a checkpoint that covers it: a few intervals, past
+    which checkpoints are failing (the worker retries them); the final result then
+    mends it."""
     return max(2.0, 4 * settings.WEFT_CHECKPOINT_INTERVAL_SECONDS)
 
 
@@ -48,6 +50,8 @@ class GenerationConsumer(OwnerConsumer):
         # The socket is in the group already: what it receives from now on may overlap
         # the checkpoint read below, or start after a gap; `coverage` sorts that out.
         self.coverage = Coverage()
+        self.holes: dict[int, Hole] = {}
+        self.next_mend = 0.0
         # A page asking about its run is one of the moments a dead worker is noticed.
         generation = await database_sync_to_async(self._load_checked)()
         parts = [
@@ -57,13 +61,7 @@ class GenerationConsumer(OwnerConsumer):
         ]
         if generation.state == Generation.State.RUNNING:
             # Catch up with what streamed before this socket joined.
-            for i, choice in enumerate(generation.choices):
-                parts.append(
-                    choice_fragment(
-                        generation.pk, i, choice.get("text") or "", choice.get("logprobs")
-                    )
-                )
-                self.coverage.reset(i, choice)
+            parts += self._replace(generation.choices, range(len(generation.choices)))
         if generation.is_terminal:
             parts.append(
                 final_fragment(generation.pk, await database_sync_to_async(result_url)(generation))
@@ -74,57 +72,72 @@ class GenerationConsumer(OwnerConsumer):
         return lifecycle.check_alive(Generation.objects.get(pk=self.generation_id))
 
     async def gen_tokens(self, event: dict) -> None:
-        parts: list[str] = []
         items: list[list[Any]] = []
         for item in event["items"]:
             part = self.coverage.take(item)
             if isinstance(part, Gap):
-                # Never out of order: what came before goes first, then the fresher
-                # checkpoint replaces the choice, then the rest is taken against it.
-                if items:
-                    parts.append(tokens_fragment(self.generation_id, items))
-                    items = []
-                parts.append(await self._catch_up(part))
+                # The text before it went out before this socket joined (or was lost).
+                # Rather than hold the stream back until a checkpoint holds that text
+                # (a run that just started would show nothing for up to an interval),
+                # the page shows a hole for now, mended below.
+                self._open_hole(part)
                 part = self.coverage.take(item)
-            if isinstance(part, list):  # after a catch-up, never a Gap again
+            if isinstance(part, list):
                 items.append(part)
-        if items:
-            parts.append(tokens_fragment(self.generation_id, items))
-        if html := "".join(parts):
+                if self.holes and part[0] in self.holes:
+                    self.holes[part[0]].sent.append(part)
+        html = tokens_fragment(self.generation_id, items) if items else ""
+        if self.holes and asyncio.get_running_loop().time() >= self.next_mend:
+            html += await self._mend()
+        if html:
             await self.send(text_data=html)
 
-    async def _catch_up(self, gap: Gap) -> str:
-        """Wait for a checkpoint that covers `gap` and return the fragments that
-        replace the choices it is ahead on. Meanwhile this socket's messages wait in
-        its channel, in order (the dispatch is one message at a time); a run that
-        ended meanwhile has its whole text in the row."""
+    def _open_hole(self, gap: Gap) -> None:
+        now = asyncio.get_running_loop().time()
+        hole = self.holes.get(gap.choice)
+        if hole is None:
+            self.holes[gap.choice] = Hole(gap.start, now)
+            self.next_mend = now + MEND_POLL_SECONDS
+        else:
+            hole.start = gap.start  # another gap: the checkpoint must reach this one
+        self.coverage.jump(gap)
+
+    async def _mend(self) -> str:
+        """Replace each choice with a hole by a checkpoint that covers it, followed by
+        what went out since the hole, taken again against that checkpoint."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + catch_up_patience()
-        choices: list[dict[str, Any]] = []
-        while loop.time() < deadline:
-            await asyncio.sleep(CATCH_UP_POLL_SECONDS)
-            try:
-                generation = await database_sync_to_async(
-                    Generation.objects.only("state", "choices").get
-                )(pk=self.generation_id)
-            except DatabaseError:  # away for a moment, like the worker's checkpoints
-                log.warning("generation %s: checkpoint unreadable", self.generation_id)
-                continue
-            choices = generation.choices
-            choice = choices[gap.choice] if gap.choice < len(choices) else {}
-            if len(choice.get("text") or "") >= gap.start or generation.is_terminal:
-                break
+        self.next_mend = loop.time() + MEND_POLL_SECONDS
+        try:
+            generation = await database_sync_to_async(
+                Generation.objects.only("state", "choices").get
+            )(pk=self.generation_id)
+        except DatabaseError:  # away for a moment, like the worker's checkpoints
+            log.warning("generation %s: checkpoint unreadable", self.generation_id)
+            return ""
+        choices = generation.choices
         parts = []
-        for i, choice in enumerate(choices):
-            if len(choice.get("text") or "") > self.coverage.chars.get(i, 0):
-                text, logprobs = choice.get("text") or "", choice.get("logprobs")
-                parts.append(choice_fragment(self.generation_id, i, text, logprobs))
-                self.coverage.reset(i, choice)
-        if self.coverage.chars.get(gap.choice, 0) < gap.start:
-            # Gave up waiting (checkpoints failing): go on past the hole rather than
-            # stop showing the stream; the final result replaces the text anyway.
-            self.coverage.chars[gap.choice] = gap.start
+        for index, hole in list(self.holes.items()):
+            choice = choices[index] if index < len(choices) else {}
+            if len(choice.get("text") or "") >= hole.start:
+                del self.holes[index]
+                parts += self._replace(choices, [index])
+                again = [p for p in map(self.coverage.take, hole.sent) if isinstance(p, list)]
+                if again:
+                    parts.append(tokens_fragment(self.generation_id, again))
+            elif loop.time() - hole.opened > mend_patience():
+                log.warning("generation %s: no checkpoint covers a gap", self.generation_id)
+                del self.holes[index]  # the final result mends it
         return "".join(parts)
+
+    def _replace(self, choices: list[dict[str, Any]], indexes: Any) -> list[str]:
+        """Fragments that replace these choices with `choices`' (a checkpoint's)."""
+        parts = []
+        for i in indexes:
+            choice = choices[i]
+            text, logprobs = choice.get("text") or "", choice.get("logprobs")
+            parts.append(choice_fragment(self.generation_id, i, text, logprobs))
+            self.coverage.reset(i, choice)
+        return parts
 
     async def gen_state(self, event: dict) -> None:
         html = state_fragment(
@@ -135,6 +148,11 @@ class GenerationConsumer(OwnerConsumer):
         )
         if event["state"] in Generation.TERMINAL:
             generation = await database_sync_to_async(Generation.objects.get)(pk=self.generation_id)
+            # The saved text mends what is still a hole, so the live text is whole when
+            # the stream ends (the final fragment then loads the result).
+            holes = [i for i in self.holes if i < len(generation.choices)]
+            html += "".join(self._replace(generation.choices, holes))
+            self.holes.clear()
             html += final_fragment(
                 self.generation_id, await database_sync_to_async(result_url)(generation)
             )

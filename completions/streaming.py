@@ -12,6 +12,7 @@ import logging
 import threading
 from collections import deque
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from asgiref.sync import async_to_sync
@@ -211,18 +212,34 @@ class Gap(NamedTuple):
     start: int
 
 
+@dataclass
+class Hole:
+    """A gap the page shows for now: the stream goes on after it, and once a checkpoint
+    covers `start` the choice is replaced by that checkpoint and `sent` (what went out
+    since the gap) is taken again against it."""
+
+    start: int
+    opened: float
+    sent: list[list[Any]] = field(default_factory=list)
+
+
 class Coverage:
     """Per choice, how much of its text one socket's page already has, so that a
     socket joining mid-run shows every character once and in order: its catch-up
     sent the checkpoint (`reset`), and the stream's items then overlap it (the
     checkpoint holds text the publisher had not sent yet) or leave a gap after it
-    (published between the checkpoint's write and the socket's join)."""
+    (published between the checkpoint's write and the socket's join), which the
+    consumer shows as a Hole until a later checkpoint mends it."""
 
     def __init__(self) -> None:
         self.chars: dict[int, int] = {}
         # Tokens of the checkpoint last sent for the choice: tells whether a chip that
         # stands for no text (a stop token) at the covered offset is already shown.
         self.tokens: dict[int, int] = {}
+
+    def jump(self, gap: Gap) -> None:
+        """Go on from the gap's start (the page shows a hole until it is mended)."""
+        self.chars[gap.choice] = gap.start
 
     def reset(self, index: int, choice: dict[str, Any]) -> None:
         """The page was sent `choice` (a checkpoint's) in full."""

@@ -96,8 +96,9 @@ class GenerationConsumer(OwnerConsumer):
         now = asyncio.get_running_loop().time()
         hole = self.holes.get(gap.choice)
         if hole is None:
+            if not self.holes:
+                self.next_mend = now + MEND_POLL_SECONDS
             self.holes[gap.choice] = Hole(gap.start, now)
-            self.next_mend = now + MEND_POLL_SECONDS
         else:
             hole.start = gap.start  # another gap: the checkpoint must reach this one
         self.coverage.jump(gap)
@@ -111,10 +112,12 @@ class GenerationConsumer(OwnerConsumer):
             generation = await database_sync_to_async(
                 Generation.objects.only("state", "choices").get
             )(pk=self.generation_id)
-        except DatabaseError:  # away for a moment, like the worker's checkpoints
+        except (DatabaseError, Generation.DoesNotExist):
+            # Away for a moment, like the worker's checkpoints: look again next time.
             log.warning("generation %s: checkpoint unreadable", self.generation_id)
-            return ""
-        choices = generation.choices
+            choices = []
+        else:
+            choices = generation.choices
         parts = []
         for index, hole in list(self.holes.items()):
             choice = choices[index] if index < len(choices) else {}

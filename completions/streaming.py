@@ -1,5 +1,6 @@
 """Live updates: the Channels group per generation, an ordered non-blocking publisher
-for the worker, and the htmx out-of-band fragments the consumer sends.
+for the worker, what one socket's page already has of each choice (Coverage), and the
+htmx out-of-band fragments the consumer sends.
 
 Every model-written string passes through django.utils.html.escape (via format_html
 or escape) here, at render time; nothing is ever marked safe before escaping.

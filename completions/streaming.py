@@ -1,5 +1,6 @@
 """Live updates: the Channels group per generation, an ordered non-blocking publisher
-for the worker, and the htmx out-of-band fragments the consumer sends.
+for the worker, what one socket's page already has of each choice (Coverage), and the
+htmx out-of-band fragments the consumer sends.
 
 Every model-written string passes through django.utils.html.escape (via format_html
 or escape) here, at render time; nothing is ever marked safe before escaping.
@@ -12,7 +13,8 @@ import logging
 import threading
 from collections import deque
 from concurrent.futures import Future
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -20,7 +22,14 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html
 
 from completions.models import Generation
-from core.tokens import LiveChips, chip_dicts, chips_for, chips_from_dicts, chips_html
+from core.tokens import (
+    Chip,
+    LiveChips,
+    chip_dicts,
+    chips_for,
+    chips_from_dicts,
+    chips_html,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +99,11 @@ _CLOSE = object()
 class GroupPublisher:
     """Ordered publishing to one generation's group from a sync thread. `token()`
     never blocks; tokens that pile up while a send is in flight go out together in
-    one message (same order), so a slow Redis costs batching, not throughput."""
+    one message (same order), so a slow Redis costs batching, not throughput.
+
+    Each item carries where its text ends in its choice's whole text (Python str
+    length, the checkpoint's unit), so a socket that joins mid-run can tell what its
+    catch-up from the checkpoint already holds (completions/consumers.py)."""
 
     def __init__(self, generation_id: int) -> None:
         self.group = group_name(generation_id)
@@ -102,6 +115,8 @@ class GroupPublisher:
         self.done: Future = asyncio.run_coroutine_threadsafe(self._drain(), self.loop)
         # Per choice, when the stream carries logprobs: tokens waiting to align with text.
         self.live: dict[int, LiveChips] = {}
+        # Per choice: characters published so far (held-back text not yet counted).
+        self.ends: dict[int, int] = {}
 
     def _put(self, item: Any) -> None:
         self.pending.append(item)
@@ -122,11 +137,18 @@ class GroupPublisher:
         (the same markup as the saved result's), else plain text."""
         if not logprobs and index not in self.live:
             if text:
-                self._put((index, text))
+                end = self.ends[index] = self.ends.get(index, 0) + len(text)
+                self._put((index, text, None, end))
             return
-        chips = self.live.setdefault(index, LiveChips()).feed(text, logprobs)
+        self._put_chips(index, self.live.setdefault(index, LiveChips()).feed(text, logprobs))
+
+    def _put_chips(self, index: int, chips: list[Chip]) -> None:
         if chips:
-            self._put((index, None, chip_dicts(chips)))
+            # In-text chips join to exactly the choice's text (core.tokens), so their
+            # lengths add up to the offset; the others (a stop token) stand for none.
+            end = self.ends.get(index, 0) + sum(len(c.text) for c in chips if c.in_text)
+            self.ends[index] = end
+            self._put((index, None, chip_dicts(chips), end))
 
     def send(self, message: dict[str, Any]) -> None:
         self._put(message)
@@ -134,8 +156,7 @@ class GroupPublisher:
     def close(self, timeout: float = 5.0) -> None:
         """Flush what is queued, then stop."""
         for index, live in self.live.items():
-            if chips := live.flush():
-                self._put((index, None, chip_dicts(chips)))
+            self._put_chips(index, live.flush())
         self._put(_CLOSE)
         try:
             self.done.result(timeout)
@@ -181,17 +202,129 @@ class GroupPublisher:
             log.exception("publish to %s failed", self.group)
 
 
+# --- what a page already has --------------------------------------------------------
+
+
+class Gap(NamedTuple):
+    """An item that starts past what the page has of its choice: the text between was
+    published before the socket joined (after the checkpoint it sent) or lost."""
+
+    choice: int
+    start: int
+
+
+@dataclass
+class Hole:
+    """A gap the page shows for now: the stream goes on after it, and once a checkpoint
+    covers `start` the choice is replaced by that checkpoint and `sent` (what went out
+    since the gap) is taken again against it."""
+
+    start: int
+    opened: float
+    sent: list[list[Any]] = field(default_factory=list)
+
+
+class Coverage:
+    """Per choice, how much of its text one socket's page already has, so that a
+    socket joining mid-run shows every character once and in order: its catch-up
+    sent the checkpoint (`reset`), and the stream's items then overlap it (the
+    checkpoint holds text the publisher had not sent yet) or leave a gap after it
+    (published between the checkpoint's write and the socket's join), which the
+    consumer shows as a Hole until a later checkpoint mends it."""
+
+    def __init__(self) -> None:
+        self.chars: dict[int, int] = {}
+        # Tokens of the checkpoint last sent for the choice: tells whether a chip that
+        # stands for no text (a stop token) at the covered offset is already shown.
+        self.tokens: dict[int, int] = {}
+
+    def jump(self, gap: Gap) -> None:
+        """Go on from the gap's start (the page shows a hole until it is mended)."""
+        self.chars[gap.choice] = gap.start
+
+    def reset(self, index: int, choice: dict[str, Any]) -> None:
+        """The page was sent `choice` (a checkpoint's) in full."""
+        self.chars[index] = len(choice.get("text") or "")
+        logprobs = choice.get("logprobs")
+        tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
+        self.tokens[index] = len(tokens) if isinstance(tokens, list) else 0
+
+    def take(self, item: list[Any]) -> list[Any] | Gap | None:
+        """What of `item` the page lacks: the item itself (the usual case, kept cheap:
+        it runs for every token of every stream), its uncovered tail, None when the
+        page has it all, or a Gap (nothing is taken then)."""
+        if len(item) < 4:
+            return item  # an older worker's item, without an offset: sent as before
+        index, text, chips, end = item
+        covered = self.chars.get(index, 0)
+        if text is not None:
+            start = end - len(text)
+            if start == covered:
+                self.chars[index] = end
+                return item
+            if start > covered:
+                return Gap(index, start)
+            if end <= covered:
+                return None
+            self.chars[index] = end
+            return [index, text[covered - start :], None, end]
+        length = sum(len(c["text"]) for c in chips if c["in_text"])
+        start = end - length
+        if start > covered:
+            return Gap(index, start)
+        if start == covered and length:
+            self.chars[index] = end
+            return item
+        return self._chips_tail(index, chips, start, covered, end)
+
+    def _chips_tail(
+        self, index: int, chips: list[dict[str, Any]], start: int, covered: int, end: int
+    ) -> list[Any] | None:
+        shown_tokens = self.tokens.get(index, 0)
+        kept = []
+        pos = start
+        for chip in chips:
+            chip_end = pos + (len(chip["text"]) if chip["in_text"] else 0)
+            if chip_end > covered:
+                if pos >= covered:
+                    kept.append(chip)
+                else:
+                    # Cut by the covered offset (the checkpoint's chips split the text
+                    # differently): its uncovered tail goes out as plain text, escaped
+                    # like every chip; the final result shows the real chip.
+                    kept.append({**_PLAIN_CHIP, "text": chip["text"][covered - pos :]})
+            elif chip_end == covered == pos and not (
+                chip["index"] is not None and chip["index"] < shown_tokens
+            ):
+                kept.append(chip)  # a chip for no text the checkpoint did not hold
+            pos = chip_end
+        self.chars[index] = max(covered, end)
+        return [index, None, kept, end] if kept else None
+
+
+_PLAIN_CHIP: dict[str, Any] = {
+    "text": "",
+    "logprob": None,
+    "in_text": True,
+    "index": None,
+    "alternatives": [],
+}
+
+
 # --- htmx fragments ---------------------------------------------------------------
 
 
 def tokens_fragment(generation_id: int, items: list[list[Any]]) -> str:
-    """Items are [index, text] (plain text) or [index, None, chips] (core.tokens chips)."""
+    """Items are [index, text, None, end] (plain text) or [index, None, chips, end]
+    (core.tokens chips as dicts), `end` being where the item's text ends in the
+    choice's text. (An older worker's items, [index, text] and [index, None, chips],
+    render the same.)"""
     return "".join(
         format_html(
             '<span hx-swap-oob="beforeend:#gen-{}-choice-{}">{}</span>',
             generation_id,
             int(item[0]),
-            item[1] if len(item) < 3 else chips_html(chips_from_dicts(item[2])),
+            item[1] if item[1] is not None else chips_html(chips_from_dicts(item[2])),
         )
         for item in items
     )

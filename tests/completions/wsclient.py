@@ -11,6 +11,9 @@ _BODY = r'((?:<span class="tok[^>]*>[^<]*</span>)+|[^<]*)</span>'
 TOKEN = re.compile(r'<span hx-swap-oob="beforeend:#gen-\d+-choice-(\d+)">' + _BODY, re.S)
 SNAPSHOT = re.compile(r'<span hx-swap-oob="innerHTML:#gen-\d+-choice-(\d+)">' + _BODY, re.S)
 CHIP = re.compile(r'<span class="tok[^>]*>([^<]*)</span>')
+FRAGMENT = re.compile(
+    r'<span hx-swap-oob="(innerHTML|beforeend):#gen-\d+-choice-(\d+)">' + _BODY, re.S
+)
 
 
 def pieces(body: str) -> list[str]:
@@ -43,6 +46,27 @@ class Watcher:
 
     def count(self) -> int:
         return sum(len(v) for v in self.tokens.values())
+
+
+class Page:
+    """The choice targets as the browser ends up with them: each message's fragments
+    applied in order, a replace (innerHTML) or an append (beforeend)."""
+
+    def __init__(self) -> None:
+        self.choices: dict[int, list[str]] = {}
+        self.final = False
+
+    def feed(self, message: str) -> None:
+        for swap, index, body in FRAGMENT.findall(message):
+            target = self.choices.setdefault(int(index), [])
+            if swap == "innerHTML":
+                target.clear()
+            target.extend(p for p in pieces(body) if p)
+        if "-final" in message:
+            self.final = True
+
+    def text(self, index: int) -> str:
+        return "".join(self.choices.get(index, []))
 
 
 async def watch(

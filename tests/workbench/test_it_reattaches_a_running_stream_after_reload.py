@@ -1,10 +1,21 @@
 """A run in progress survives a reload: the page shows it again with the text so far
-and re-attaches to its stream (the text keeps growing), then shows the saved result."""
+and re-attaches to its stream (the text keeps growing, each token once and in order:
+when the stream ends the live text is exactly the saved one), then shows the saved
+result."""
 
 import pytest
 
 from completions.models import Generation
 from tests.workbench.helpers import WORKBENCH_TIMEOUT, fill_run_form
+
+# The live targets' text after every socket message of the reloaded page, from its
+# first (the catch-up) to its last (the final state), before the saved result
+# replaces them.
+RECORD_LIVE_TEXT = """(gid) => document.addEventListener("htmx:wsAfterMessage", (event) => {
+  const targets = [0, 1].map((i) => document.getElementById(`gen-${gid}-choice-${i}`));
+  if (targets.every((el) => el)) window.liveText = targets.map((el) => el.textContent);
+  if (event.detail.message.includes(`gen-${gid}-final`)) window.liveEnded = true;
+})"""
 
 
 @pytest.mark.browser
@@ -24,6 +35,8 @@ def test_it_reattaches_a_running_stream_after_reload(
     live = run.locator("pre[id$='-choice-0']")
     expect(live.locator(".tok").nth(2)).to_be_attached(timeout=WORKBENCH_TIMEOUT)
     run_id = run.get_attribute("id")
+    gid = int(run_id.removeprefix("run-"))
+    page.add_init_script(f"({RECORD_LIVE_TEXT})({gid});")
 
     page.reload()
     run = page.locator(f"#{run_id}")
@@ -41,9 +54,10 @@ def test_it_reattaches_a_running_stream_after_reload(
 
     expect(run.locator(".gen-state.state-done")).to_be_visible(timeout=WORKBENCH_TIMEOUT)
     final = run.locator(".gen-result .sample").first.locator(".sample-text")
-    # The saved result is the whole text. (The re-attached live text can miss the
-    # tokens streamed between the last checkpoint and the socket's join — up to one
-    # checkpoint interval — until the result replaces it: a known gap, see issue 14's
-    # note; so the live text is not compared with the final one here.)
-    stored = Generation.objects.get(pk=int(run_id.removeprefix("run-"))).choices[0]["text"]
-    assert final.evaluate("el => el.textContent") == stored and len(stored) > len(before)
+    stored = [c["text"] for c in Generation.objects.get(pk=gid).choices]
+    assert final.evaluate("el => el.textContent") == stored[0] and len(stored[0]) > len(before)
+    # The re-attached live text was the whole text when the stream ended: neither the
+    # tokens published between the last checkpoint and the socket's join missing, nor
+    # those in both the checkpoint and the stream twice.
+    page.wait_for_function("() => window.liveEnded === true", timeout=WORKBENCH_TIMEOUT)
+    assert page.evaluate("() => window.liveText") == stored

@@ -21,9 +21,10 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from completions.client import _error_for_response, _transport_error, aget_model, aroute
+from completions.client import _error_for_response, _transport_error, get_model, route
 from completions.errors import BackendError
 from completions.pool import FlatTransport
+from completions.routing import Route
 from completions.schema import ModelInfo
 
 ROUTE_CACHE_SECONDS = 2.0  # in-process; the shared cache behind it holds the listing 30 s
@@ -101,15 +102,24 @@ async def _refresh(model_id: str | None) -> None:
 
 
 async def _resolve(model_id: str | None) -> Target:
+    # In a thread: the door's model table is read from Django's cache with the sync
+    # Redis client (and, in the event loop, on a new connection each time, Django's
+    # cache being per task), which would stall every stream in this process for those
+    # round trips — a refresh starts with the first request of a burst. One hop per
+    # refresh, never per request.
     try:
-        model = await aget_model(model_id)
-        to = await aroute(model.id)
+        model, to = await asyncio.to_thread(_lookup, model_id)
     except BackendError:
         _targets.pop(model_id, None)
         raise
     found = Target(model, to.backend.url, to.backend.api_key, to.upstream, to.backend.name)
     _targets[model_id] = (time.monotonic(), found)
     return found
+
+
+def _lookup(model_id: str | None) -> tuple[ModelInfo, Route]:
+    model = get_model(model_id)
+    return model, route(model.id)
 
 
 def forget_targets() -> None:

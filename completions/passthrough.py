@@ -13,9 +13,9 @@ tell it how).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
@@ -88,17 +88,28 @@ async def target(model_id: str | None) -> Target:
         if age < ROUTE_CACHE_SECONDS:
             return hit[1]
         if age < ROUTE_STALE_SECONDS:
-            if model_id not in _refreshing:
-                task = asyncio.create_task(_refresh(model_id))
-                _refreshing[model_id] = task
-                task.add_done_callback(lambda _: _refreshing.pop(model_id, None))
+            _resolving(model_id)
             return hit[1]
-    return await _resolve(model_id)
+    # Shielded: one waiter cancelled (its client gone) must not cancel the others'.
+    return await asyncio.shield(_resolving(model_id))
 
 
-async def _refresh(model_id: str | None) -> None:
-    with contextlib.suppress(BackendError):  # the next request sees the error itself
-        await _resolve(model_id)
+def _resolving(model_id: str | None) -> asyncio.Task[Target]:
+    """The one lookup of this id in flight on this loop, started if there is none: a
+    burst that finds the route missing or stale makes one lookup, not one each."""
+    task = _refreshing.get(model_id)
+    if task is None or task.get_loop() is not asyncio.get_running_loop():
+        task = asyncio.ensure_future(_resolve(model_id))
+        _refreshing[model_id] = task
+        task.add_done_callback(partial(_resolved, model_id))
+    return task
+
+
+def _resolved(model_id: str | None, task: asyncio.Task[Target]) -> None:
+    if _refreshing.get(model_id) is task:
+        del _refreshing[model_id]
+    if not task.cancelled():
+        task.exception()  # a refresh nobody awaits: the next request sees the error itself
 
 
 async def _resolve(model_id: str | None) -> Target:

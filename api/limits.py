@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from api.errors import ApiError
 log = logging.getLogger(__name__)
 
 RATE_WINDOW_MS = 60_000
+Turn = Callable[[], contextlib.AbstractAsyncContextManager[None]]
 
 # KEYS: active, waiting (score = ticket), waiting leases (score = expiry), starts, tickets
 # ARGV: request id, max active, max waiting, lease ms, wait lease ms, rate max, first call
@@ -192,7 +193,7 @@ class Slot:
         await _redis()[3](keys=self.keys[:3], args=[self.request_id])
 
 
-async def _acquire(slot: Slot, limits: Limits) -> None:
+async def _acquire(slot: Slot, limits: Limits, turn: Turn | None) -> None:
     acquire = _redis()[1]
     args = [slot.request_id, limits.max_active, limits.max_waiting,
             int(limits.lease_seconds * 1000), int(limits.wait_lease_seconds * 1000),
@@ -200,7 +201,8 @@ async def _acquire(slot: Slot, limits: Limits) -> None:
     first = "1"
     pause = 0.005
     while True:
-        verdict, wait_ms = await acquire(keys=slot.keys, args=[*args, first])
+        async with turn() if turn is not None else contextlib.nullcontext():
+            verdict, wait_ms = await acquire(keys=slot.keys, args=[*args, first])
         verdict = verdict.decode() if isinstance(verdict, bytes) else verdict
         if verdict == "go":
             return
@@ -223,14 +225,15 @@ async def _acquire(slot: Slot, limits: Limits) -> None:
 
 
 @contextlib.asynccontextmanager
-async def slot_for(key_id: int, request_id: str) -> AsyncIterator[Slot]:
+async def slot_for(key_id: int, request_id: str, turn: Turn | None = None) -> AsyncIterator[Slot]:
     """Wait (in order) for one of the key's active slots; raise ApiError queue_full /
     rate_limited. Leaving the block — normally, by error or by cancellation (the client
-    went away) — gives the place back."""
+    went away) — gives the place back. `turn`, if given, is taken for each call to
+    Redis (api.turns), never while waiting between them."""
     limits = Limits.from_settings()
     slot = Slot(key_id, request_id, limits)
     try:
-        await _acquire(slot, limits)
+        await _acquire(slot, limits, turn)
         slot.start_renewing()
         yield slot
     finally:

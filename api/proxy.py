@@ -16,12 +16,13 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
 from django.conf import settings
 
-from api import auth, ledger, limits
+from api import auth, ledger, limits, turns
 from api.errors import ERRORS, ApiError
 from api.harvest import JobRequest
 from api.http import GZIP_MIN_BYTES, GzipStream, Request, log_bug
@@ -51,6 +52,7 @@ async def close_connections() -> None:
     await ledger.close_pool()
     await limits.close_client()
     await passthrough.close_client()
+    turns.forget()
 
 
 def window_tokens() -> int:
@@ -161,20 +163,22 @@ async def make_plan(data: Any) -> Plan:
     return plan
 
 
-async def reserve(plan: Plan, key: Any, row: dict[str, Any]) -> ledger.Reservation:
+async def reserve(plan: Plan, key: Any, row: dict[str, Any], arrived: float) -> ledger.Reservation:
     """Reserve under the key's month row; clamp max_tokens to what is left. A clamp or
-    refusal computed from the prompt's byte bound is re-checked with exact counts."""
+    refusal computed from the prompt's byte bound is re-checked with exact counts (the
+    count, a call to the backend, outside the setup turn)."""
     choices = plan.params.choice_count
     for attempt in (0, 1):
-        res = await ledger.reserve(
-            row,
-            key_id=key.pk,
-            budget=key.budget_tokens(),
-            prompt_tokens=plan.prompt_tokens,
-            choices=choices,
-            max_tokens=plan.applied,
-            tentative=not plan.exact and attempt == 0,
-        )
+        async with turns.turn(arrived):
+            res = await ledger.reserve(
+                row,
+                key_id=key.pk,
+                budget=key.budget_tokens(),
+                prompt_tokens=plan.prompt_tokens,
+                choices=choices,
+                max_tokens=plan.applied,
+                tentative=not plan.exact and attempt == 0,
+            )
         if res is not None:
             break
         counted = await _count(plan.target, plan.params)
@@ -429,7 +433,7 @@ async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
     plan: Plan | None = None
     handed_off = False  # a job's reservation is the worker's to settle
     try:
-        async with limits.slot_for(key.pk, req.id):
+        async with limits.slot_for(key.pk, req.id, partial(turns.turn, req.started)):
             data = _parse_json(raw)
             job = JobRequest.of(req, data)  # Prefer: respond-async
             if job is not None and await job.replayed(key):
@@ -438,7 +442,7 @@ async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
             if job is not None:
                 job.check(plan)
             row.update(model=plan.target.model.id, stream=bool(plan.params.stream))
-            res = await reserve(plan, key, row)
+            res = await reserve(plan, key, row, req.started)
             meter.prompt_tokens = plan.prompt_tokens
             if clamp := plan.clamp_header():
                 req.extra_headers["X-Acs-Max-Tokens-Clamped"] = clamp

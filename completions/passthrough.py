@@ -13,17 +13,18 @@ tell it how).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
 from django.conf import settings
 
-from completions.client import _error_for_response, _transport_error, aget_model, aroute
+from completions.client import _error_for_response, _transport_error, get_model, route
 from completions.errors import BackendError
 from completions.pool import FlatTransport
+from completions.routing import Route
 from completions.schema import ModelInfo
 
 ROUTE_CACHE_SECONDS = 2.0  # in-process; the shared cache behind it holds the listing 30 s
@@ -87,29 +88,49 @@ async def target(model_id: str | None) -> Target:
         if age < ROUTE_CACHE_SECONDS:
             return hit[1]
         if age < ROUTE_STALE_SECONDS:
-            if model_id not in _refreshing:
-                task = asyncio.create_task(_refresh(model_id))
-                _refreshing[model_id] = task
-                task.add_done_callback(lambda _: _refreshing.pop(model_id, None))
+            _resolving(model_id)
             return hit[1]
-    return await _resolve(model_id)
+    # Shielded: one waiter cancelled (its client gone) must not cancel the others'.
+    return await asyncio.shield(_resolving(model_id))
 
 
-async def _refresh(model_id: str | None) -> None:
-    with contextlib.suppress(BackendError):  # the next request sees the error itself
-        await _resolve(model_id)
+def _resolving(model_id: str | None) -> asyncio.Task[Target]:
+    """The one lookup of this id in flight on this loop, started if there is none: a
+    burst that finds the route missing or stale makes one lookup, not one each."""
+    task = _refreshing.get(model_id)
+    if task is None or task.get_loop() is not asyncio.get_running_loop():
+        task = asyncio.ensure_future(_resolve(model_id))
+        _refreshing[model_id] = task
+        task.add_done_callback(partial(_resolved, model_id))
+    return task
+
+
+def _resolved(model_id: str | None, task: asyncio.Task[Target]) -> None:
+    if _refreshing.get(model_id) is task:
+        del _refreshing[model_id]
+    if not task.cancelled():
+        task.exception()  # a refresh nobody awaits: the next request sees the error itself
 
 
 async def _resolve(model_id: str | None) -> Target:
+    # In a thread: the door's model table is read from Django's cache with the sync
+    # Redis client (and, in the event loop, on a new connection each time, Django's
+    # cache being per task), which would stall every stream in this process for those
+    # round trips — a refresh starts with the first request of a burst. One hop per
+    # refresh, never per request.
     try:
-        model = await aget_model(model_id)
-        to = await aroute(model.id)
+        model, to = await asyncio.to_thread(_lookup, model_id)
     except BackendError:
         _targets.pop(model_id, None)
         raise
     found = Target(model, to.backend.url, to.backend.api_key, to.upstream, to.backend.name)
     _targets[model_id] = (time.monotonic(), found)
     return found
+
+
+def _lookup(model_id: str | None) -> tuple[ModelInfo, Route]:
+    model = get_model(model_id)
+    return model, route(model.id)
 
 
 def forget_targets() -> None:

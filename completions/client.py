@@ -64,9 +64,7 @@ __all__ = [
     "backend_health",
     "count_tokens",
     "get_model",
-    "aget_model",
     "alist_models",
-    "aroute",
     "list_models",
     "prompt_token_bound",
     "route",
@@ -573,22 +571,15 @@ def _table(*, refresh: bool = False) -> Table:
     return table
 
 
-async def _atable() -> Table:
-    # A hit is one read from the local Redis; only a miss (every 30 s) fetches the
-    # listings, in a thread so the event loop keeps serving.
-    cached = cache.get(_cache_key("models"))
-    if isinstance(cached, Table):
-        return cached
-    return await asyncio.to_thread(_table)
-
-
 def list_models(*, refresh: bool = False) -> list[ModelInfo]:
     """Every backend's models under their short ids, exactly one of them the default."""
     return list(_table(refresh=refresh).models)
 
 
 async def alist_models() -> list[ModelInfo]:
-    return list((await _atable()).models)
+    # In a thread, hit or miss: Django's cache is sync (a blocking Redis read, on a
+    # connection of its own per task) and a miss fetches every backend's listing.
+    return list((await asyncio.to_thread(_table)).models)
 
 
 def _info(table: Table, model_id: str | None) -> ModelInfo:
@@ -602,17 +593,9 @@ def get_model(model_id: str | None) -> ModelInfo:
     return _info(_table(), model_id)
 
 
-async def aget_model(model_id: str | None) -> ModelInfo:
-    return _info(await _atable(), model_id)
-
-
 def route(model_id: str | None) -> Route:
     """Which backend serves model_id (None: the default), under which name."""
     return direct_route(model_id) or _table().route(model_id)
-
-
-async def aroute(model_id: str | None) -> Route:
-    return direct_route(model_id) or (await _atable()).route(model_id)
 
 
 def prompt_token_bound(prompt: str | list[int]) -> int:

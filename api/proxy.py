@@ -339,6 +339,7 @@ async def pass_stream(req: Request, plan: Plan, meter: Meter) -> str:
         )
         buffer = b""
         finished = False
+        last = b""  # what came with [DONE]: it goes out with the response's end, in one send
         try:
             async for chunk in response.aiter_raw():
                 buffer += chunk
@@ -356,7 +357,9 @@ async def pass_stream(req: Request, plan: Plan, meter: Meter) -> str:
                     elif frame.startswith(b"data: {"):
                         meter.tokens += 1
                     out.append(frame)
-                if out:
+                if finished:
+                    last += b"".join(out)
+                elif out:
                     await req.body(b"".join(out), more=True)
         except httpx.HTTPError as exc:
             broke: ApiError | None = upstream_error(passthrough.transport_error(exc))
@@ -374,8 +377,8 @@ async def pass_stream(req: Request, plan: Plan, meter: Meter) -> str:
                 },
                 "request_id": req.id,
             }
-            await req.body(b"data: " + json.dumps(error_frame).encode() + b"\n\n", more=True)
-        await req.body(b"")
+            last += b"data: " + json.dumps(error_frame).encode() + b"\n\n"
+        await req.body(last)
     finally:
         await response.aclose()
     return failure

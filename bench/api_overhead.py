@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -172,6 +173,10 @@ async def concurrent(
         # The door's pool on this side too: httpcore's own re-scans every connection on
         # each request and would make the client, not the proxy, what is measured.
         transport = FlatTransport(limits)
+        # This client's own garbage collections (a full one takes tens of ms here) would
+        # land on one side of a pair at random: collect before, not during, each batch.
+        gc.collect()
+        gc.disable()
         async with httpx.AsyncClient(timeout=600, transport=transport) as client:
             cpu0 = cpu_seconds(pids)
             t0 = time.perf_counter()
@@ -184,6 +189,7 @@ async def concurrent(
             results = await asyncio.gather(*jobs, return_exceptions=True)
             elapsed = time.perf_counter() - t0
             cpu1 = cpu_seconds(pids)
+        gc.enable()
         errors = [r for r in results if isinstance(r, BaseException)]
         done = [r for r in results if not isinstance(r, BaseException)]
         got = sum(len(r) for r in done)

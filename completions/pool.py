@@ -197,6 +197,7 @@ class FlatTransport(httpx.AsyncHTTPTransport):
 
 READ_HIGH = 1 << 20  # buffered bytes past which the socket is no longer read, for now
 READ_LOW = 1 << 18
+WRITE_HOLD = 1 << 16  # bytes a write may wait for the next, to go out in one send
 
 
 class _Link(asyncio.Protocol):
@@ -211,6 +212,8 @@ class _Link(asyncio.Protocol):
         self.writing_paused = False
         self.waiter: asyncio.Future[None] | None = None  # a read waiting for bytes
         self.drained: asyncio.Future[None] | None = None  # a write waiting for room
+        self.outgoing: list[bytes] = []  # written, not yet handed to the transport
+        self.outgoing_bytes = 0
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -241,6 +244,14 @@ class _Link(asyncio.Protocol):
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
 
+    def flush(self) -> None:
+        if self.outgoing:
+            data = b"".join(self.outgoing)
+            self.outgoing.clear()
+            self.outgoing_bytes = 0
+            if not self.transport.is_closing():
+                self.transport.write(data)
+
     def _wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
@@ -252,6 +263,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         link = self.link
+        link.flush()  # the request is complete once its answer is read
         if not link.buffer and not link.eof:
             link.waiter = asyncio.get_running_loop().create_future()
             try:
@@ -282,7 +294,16 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             return
         if link.lost is not None or link.transport.is_closing():
             raise httpcore.WriteError("the connection is closed")
-        link.transport.write(buffer)
+        # A request's head and its body are two writes: held until the next turn of the
+        # event loop (or the first read), they leave in one send. On this machine a send
+        # to another local process costs ~30 µs, a good part of a proxied request's CPU.
+        link.outgoing.append(buffer)
+        link.outgoing_bytes += len(buffer)
+        if link.outgoing_bytes < WRITE_HOLD:
+            if len(link.outgoing) == 1:
+                asyncio.get_running_loop().call_soon(link.flush)
+            return
+        link.flush()
         if link.writing_paused:
             link.drained = asyncio.get_running_loop().create_future()
             try:
@@ -296,6 +317,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
                 raise httpcore.WriteError(str(link.lost) or type(link.lost).__name__)
 
     async def aclose(self) -> None:
+        self.link.flush()
         self.link.transport.close()
 
     async def start_tls(

@@ -197,7 +197,7 @@ async def _cancel(req: Request, key: ApiKey) -> None:
 
 async def _recorded(req: Request, key: ApiKey, work: Any) -> None:
     """Run a harvest handler and record its metadata row, as every /v1 request has."""
-    from api.proxy import _in_background, _meta, _quietly
+    from api.proxy import _meta
 
     code = ""
     try:
@@ -211,7 +211,7 @@ async def _recorded(req: Request, key: ApiKey, work: Any) -> None:
             "status": ERRORS[code].status if code else req.status,
         }
         row["error_code"] = code
-        _in_background(_quietly(ledger.record(row)))
+        ledger.later(ledger.record(row))
 
 
 # --- the long-poll -----------------------------------------------------------------------------

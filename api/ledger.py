@@ -10,6 +10,10 @@ The proxy runs in the ASGI event loop, so this module talks to Postgres with psy
 async connections from a small per-loop pool (Django's async ORM would hop to a
 thread for every query, and a transaction cannot span those hops). The rows are the
 Django models ApiKeyMonth / ApiRequest; the synchronous readers below use the ORM.
+
+Concurrent requests' statements travel together (api.batching): what arrives while a
+batch is out goes in the next one, sent as one pipeline, run as one transaction — one
+round trip and one commit for a burst's worth of reservations instead of one each.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -30,6 +35,7 @@ from django.db.models import F, Sum
 from django.utils import timezone
 from psycopg.pq import TransactionStatus
 
+from api import batching
 from api.errors import ApiError
 from api.limits import active_key
 from api.models import ApiKey, ApiKeyMonth, ApiRequest
@@ -100,9 +106,69 @@ def _pool() -> _Pool:
 
 
 async def close_pool() -> None:
+    batching.forget("ledger")
     pool = _pools.pop(id(asyncio.get_running_loop()), None)
     while pool is not None and pool.idle:
         await pool.idle.pop().close()
+
+
+# --- statements of concurrent requests, sent together (api.batching) ---------------------
+#
+# A batch is one pipeline on one connection in autocommit mode: one implicit
+# transaction, committed at its end, so all of it is or none of it is. When it fails,
+# each of its statements runs again on its own. Running one again is safe because each
+# is once-only by itself: a request's row is inserted under its unique request_id, and a
+# settle applies only to a row not yet settled. Month rows are locked in key order in
+# every batch (Call.order; the sort is stable, so a key's requests keep their arrival
+# order), so two web processes' batches cannot deadlock.
+
+
+@dataclass(frozen=True)
+class _Statement:
+    sql: str
+    params: Any
+    fetch: bool  # its first row is its result (else None)
+
+
+async def _outcomes(batch: list[batching.Call]) -> list[Any]:
+    """Each statement's result, or the exception it raised."""
+    if len(batch) > 1:
+        try:
+            return await _pipelined([call.payload for call in batch])
+        except Exception:  # nothing of it was committed: each again, on its own
+            pass
+    outcomes: list[Any] = []
+    for call in batch:
+        try:
+            outcomes.append(await _alone(call.payload))
+        except Exception as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
+async def _pipelined(statements: list[_Statement]) -> list[Any]:
+    async with _pool().connection() as conn:
+        async with conn.pipeline():
+            cursors = [await conn.execute(each.sql, each.params) for each in statements]
+        pairs = zip(statements, cursors, strict=True)
+        return [await cur.fetchone() if each.fetch else None for each, cur in pairs]
+
+
+async def _alone(statement: _Statement) -> Any:
+    async with _pool().connection() as conn:
+        cur = await conn.execute(statement.sql, statement.params)
+        return await cur.fetchone() if statement.fetch else None
+
+
+async def _run(
+    key_id: int,
+    statement: _Statement,
+    *,
+    urgent: bool = False,
+    orphaned: Callable[[Any], None] | None = None,
+) -> Any:
+    call = batching.Call(statement, order=key_id, orphaned=orphaned)
+    return await batching.batcher("ledger", _outcomes).run(call, urgent=urgent)
 
 
 # --- reserve and settle ------------------------------------------------------------------
@@ -168,45 +234,69 @@ async def reserve(
     month = month_of()
     asked = prompt_tokens + choices * max_tokens
     full = {**row, "reserved_tokens": asked, "budget_month": month, "settled": False}
-    async with _pool().connection() as conn:
-        if asked <= budget:  # a new month row starts empty: then it fits
-            names = [name for name in full if name in _COLUMNS]
-            sql = FAST_RESERVE.format(
-                columns=", ".join(names), values=", ".join(f"%({n})s" for n in names)
-            )
-            params = {**{n: full[n] for n in names}, "key_id": key_id, "month": month,
-                      "asked": asked, "budget": budget}  # fmt: skip
-            cur = await conn.execute(sql, params)
-            if await cur.fetchone() is not None:
-                return Reservation(row["request_id"], key_id, month, asked, max_tokens, False)
-        async with conn.transaction():
-            await conn.execute(
-                "INSERT INTO api_apikeymonth (key_id, month, used, reserved) "
-                "VALUES (%s, %s, 0, 0) ON CONFLICT (key_id, month) DO NOTHING",
-                (key_id, month),
-            )
-            cur = await conn.execute(
-                "SELECT used, reserved FROM api_apikeymonth "
-                "WHERE key_id = %s AND month = %s FOR UPDATE",
-                (key_id, month),
-            )
-            month_row = await cur.fetchone()
-            assert month_row is not None  # the INSERT … DO NOTHING above made sure of it
-            used, reserved_now = month_row
-            left = max(0, budget - used - reserved_now)
-            fit = min(max_tokens, max_tokens_fit(left, prompt_tokens, choices))
-            if tentative and fit < max_tokens:
-                return None
-            if fit < 1:
-                raise budget_exceeded(left, prompt_tokens)
-            asked = prompt_tokens + choices * fit
-            await conn.execute(
-                "UPDATE api_apikeymonth SET reserved = reserved + %s "
-                "WHERE key_id = %s AND month = %s",
-                (asked, key_id, month),
-            )
-            await _insert(conn, {**full, "reserved_tokens": asked})
+    if asked <= budget:  # a new month row starts empty: then it fits
+        names = [name for name in full if name in _COLUMNS]
+        sql = FAST_RESERVE.format(
+            columns=", ".join(names), values=", ".join(f"%({n})s" for n in names)
+        )
+        params = {**{n: full[n] for n in names}, "key_id": key_id, "month": month,
+                  "asked": asked, "budget": budget}  # fmt: skip
+        made = Reservation(row["request_id"], key_id, month, asked, max_tokens, False)
+        statement = _Statement(sql, params, fetch=True)
+        reserved = await _run(key_id, statement, urgent=True, orphaned=partial(_orphaned, made))
+        if reserved is not None:
+            return made
+    async with _pool().connection() as conn, conn.transaction():
+        await conn.execute(
+            "INSERT INTO api_apikeymonth (key_id, month, used, reserved) "
+            "VALUES (%s, %s, 0, 0) ON CONFLICT (key_id, month) DO NOTHING",
+            (key_id, month),
+        )
+        cur = await conn.execute(
+            "SELECT used, reserved FROM api_apikeymonth "
+            "WHERE key_id = %s AND month = %s FOR UPDATE",
+            (key_id, month),
+        )
+        month_row = await cur.fetchone()
+        assert month_row is not None  # the INSERT … DO NOTHING above made sure of it
+        used, reserved_now = month_row
+        left = max(0, budget - used - reserved_now)
+        fit = min(max_tokens, max_tokens_fit(left, prompt_tokens, choices))
+        if tentative and fit < max_tokens:
+            return None
+        if fit < 1:
+            raise budget_exceeded(left, prompt_tokens)
+        asked = prompt_tokens + choices * fit
+        await conn.execute(
+            "UPDATE api_apikeymonth SET reserved = reserved + %s WHERE key_id = %s AND month = %s",
+            (asked, key_id, month),
+        )
+        await _insert(conn, {**full, "reserved_tokens": asked})
     return Reservation(row["request_id"], key_id, month, asked, fit, fit < max_tokens)
+
+
+def _orphaned(res: Reservation, made: Any) -> None:
+    """A reservation made for a request that was cancelled meanwhile (its client gone):
+    nothing will be generated under it, so it is given back at once."""
+    if made is not None:
+        later(settle(res, 0, 0, status=499, error_code="client_closed", finished_at=timezone.now()))
+
+
+_later: set[asyncio.Future] = set()
+
+
+def later(write: Any) -> None:
+    """Run a ledger write off the response path; a failure is logged (its type only)."""
+    task = asyncio.ensure_future(_logged(write))
+    _later.add(task)
+    task.add_done_callback(_later.discard)
+
+
+async def _logged(write: Any) -> None:
+    try:
+        await write
+    except Exception as exc:
+        log.error("api ledger write failed: %s", type(exc).__name__)
 
 
 SETTLE = """
@@ -229,31 +319,37 @@ async def settle(
     fields = {**fields, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
     names = [name for name in fields if name in _COLUMNS]
     sql = SETTLE.format(sets=", ".join(f"{n} = %({n})s" for n in names))
-    async with _pool().connection() as conn:
-        await conn.execute(
-            sql,
-            {**{n: fields[n] for n in names}, "request_id": res.request_id, "charged": charged},
-        )
+    params = {**{n: fields[n] for n in names}, "request_id": res.request_id, "charged": charged}
+    await _run(res.key_id, _Statement(sql, params, fetch=False))
     return charged
 
 
 _COLUMNS = {f.column for f in ApiRequest._meta.concrete_fields} - {"id"}
 
 
-async def _insert(conn: psycopg.AsyncConnection, row: dict[str, Any]) -> None:
+def _row_values(row: dict[str, Any]) -> tuple[list[str], list[Any]]:
     names = [name for name in row if name in _COLUMNS]
+    return names, [row[name] for name in names]
+
+
+def _insert_sql(names: list[str]) -> str:
     columns = ", ".join(names)
     marks = ", ".join(["%s"] * len(names))
-    await conn.execute(
-        f"INSERT INTO {REQUESTS} ({columns}) VALUES ({marks})",  # noqa: S608 - names are ours
-        [row[name] for name in names],
-    )
+    return f"INSERT INTO {REQUESTS} ({columns}) VALUES ({marks})"  # noqa: S608 - names are ours
+
+
+async def _insert(conn: psycopg.AsyncConnection, row: dict[str, Any]) -> None:
+    names, values = _row_values(row)
+    await conn.execute(_insert_sql(names), values)
 
 
 async def record(row: dict[str, Any]) -> None:
-    """The metadata row of a request that reserved nothing (refused, invalid, a listing)."""
-    async with _pool().connection() as conn:
-        await _insert(conn, {**row, "settled": True})
+    """The metadata row of a request that reserved nothing (refused, invalid, a listing).
+    A row already there is left alone: a request cancelled while its reservation was
+    being made has that row, settled by _orphaned."""
+    names, values = _row_values({**row, "settled": True})
+    sql = f"{_insert_sql(names)} ON CONFLICT (request_id) DO NOTHING"
+    await _run(row.get("key_id") or 0, _Statement(sql, values, fetch=False))
 
 
 def request_row(**fields: Any) -> dict[str, Any]:

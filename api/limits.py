@@ -21,7 +21,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from django.conf import settings
+from redis.exceptions import NoScriptError
 
+from api import batching
 from api.errors import ApiError
 
 log = logging.getLogger(__name__)
@@ -144,6 +146,7 @@ def _redis() -> tuple[aioredis.Redis, Any, Any, Any]:
 
 
 async def close_client() -> None:
+    batching.forget("limits")
     found = _clients.pop(id(asyncio.get_running_loop()), None)
     if found is not None:
         await found[0].aclose()
@@ -163,6 +166,41 @@ def _keys(key_id: int) -> list[str]:
     base = f"weft:api:limits:{key_id}"
     return [f"{base}:active", f"{base}:waiting", f"{base}:wait-leases", f"{base}:starts",
             f"{base}:tickets"]  # fmt: skip
+
+
+# --- scripts of concurrent requests, sent together (api.batching) ------------------------
+
+
+async def _scripts(batch: list[batching.Call]) -> list[Any]:
+    """Each call's (script, keys, args) run; its result, or the exception it raised. Every
+    script runs atomically on its own in Redis, in the batch's order: sent together, they
+    decide exactly as they would one by one."""
+    if len(batch) == 1:
+        script, keys, args = batch[0].payload
+        return [await script(keys=keys, args=args)]
+    pipe = _redis()[0].pipeline(transaction=False)
+    for call in batch:
+        script, keys, args = call.payload
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+    outcomes = await pipe.execute(raise_on_error=False)
+    for at, (call, outcome) in enumerate(zip(batch, outcomes, strict=True)):
+        if isinstance(outcome, NoScriptError):  # a restarted Redis: the script loads again
+            script, keys, args = call.payload
+            try:
+                outcomes[at] = await script(keys=keys, args=args)
+            except Exception as exc:
+                outcomes[at] = exc
+    return outcomes
+
+
+async def _script(
+    payload: tuple[Any, list[str], list[Any]],
+    *,
+    urgent: bool,
+    orphaned: Callable[[Any], None] | None = None,
+) -> Any:
+    call = batching.Call(payload, orphaned=orphaned)
+    return await batching.batcher("limits", _scripts).run(call, urgent=urgent)
 
 
 class Slot:
@@ -190,7 +228,16 @@ class Slot:
     async def release(self) -> None:
         if self._renewer is not None:
             self._renewer.cancel()
-        await _redis()[3](keys=self.keys[:3], args=[self.request_id])
+        await _script((_redis()[3], self.keys[:3], [self.request_id]), urgent=False)
+
+    def release_later(self, _verdict: Any = None) -> None:
+        """Give the place back from outside the request (its caller was cancelled)."""
+        task = asyncio.ensure_future(_release_quietly(self))
+        _releasing.add(task)
+        task.add_done_callback(_releasing.discard)
+
+
+_releasing: set[asyncio.Future] = set()
 
 
 async def _acquire(slot: Slot, limits: Limits, turn: Turn | None) -> None:
@@ -202,7 +249,9 @@ async def _acquire(slot: Slot, limits: Limits, turn: Turn | None) -> None:
     pause = 0.005
     while True:
         async with turn() if turn is not None else contextlib.nullcontext():
-            verdict, wait_ms = await acquire(keys=slot.keys, args=[*args, first])
+            # A caller cancelled meanwhile leaves no place taken: it is given back.
+            payload = (acquire, slot.keys, [*args, first])
+            verdict, wait_ms = await _script(payload, urgent=True, orphaned=slot.release_later)
         verdict = verdict.decode() if isinstance(verdict, bytes) else verdict
         if verdict == "go":
             return

@@ -37,13 +37,6 @@ from completions.schema import (
 )
 
 log = logging.getLogger(__name__)
-_background: set[asyncio.Task] = set()
-
-
-def _in_background(coro: Any) -> None:
-    task = asyncio.ensure_future(coro)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
 
 
 async def close_connections() -> None:
@@ -495,9 +488,9 @@ def _finish(
     log.info("api %s key=%s status=%s code=%s request=%s ms=%s", row["endpoint"],
              row["key_prefix"], status, failure or "-", req.id, fields["latency_ms"])  # fmt: skip
     if res is None or plan is None:  # a reservation always has its plan
-        _in_background(_quietly(ledger.record({**row, **fields})))
+        ledger.later(ledger.record({**row, **fields}))
         return
-    _in_background(_quietly(_settle(res, meter, plan, fields, req.latency_ms() / 1000)))
+    ledger.later(_settle(res, meter, plan, fields, req.latency_ms() / 1000))
 
 
 async def _settle(
@@ -515,13 +508,6 @@ async def _settle(
         per_choice = min(res.max_tokens, math.ceil(elapsed * settings.WEFT_API_DECODE_RATE))
         completion = per_choice * plan.params.choice_count
     await ledger.settle(res, prompt, completion, **fields)
-
-
-async def _quietly(coro: Any) -> None:
-    try:
-        await coro
-    except Exception as exc:
-        log.error("api ledger write failed: %s", type(exc).__name__)
 
 
 def model_card(m: Any) -> dict[str, Any]:
@@ -556,7 +542,7 @@ async def models(req: Request) -> None:
     finally:
         status = ERRORS[code].status if code else req.status
         row = {**_meta(req, key, "/v1/models"), "status": status, "error_code": code}
-        _in_background(_quietly(ledger.record(row)))
+        ledger.later(ledger.record(row))
 
 
 def _meta(req: Request, key: Any, endpoint: str) -> dict[str, Any]:
@@ -585,4 +571,4 @@ async def chat_completions(req: Request) -> None:
     finally:
         row = _meta(req, key, "/v1/chat/completions")
         row.update(status=ERRORS[code].status, error_code=code)
-        _in_background(_quietly(ledger.record(row)))
+        ledger.later(ledger.record(row))

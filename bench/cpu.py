@@ -8,13 +8,35 @@ from pathlib import Path
 
 
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
-    """User + system CPU seconds of each process so far."""
+    """User + system CPU seconds of each process so far; a name ending in "+" counts its
+    children too (PostgreSQL's backends: the pid given is the postmaster's)."""
     tick = os.sysconf("SC_CLK_TCK")
     times = {}
     for name, pid in pids.items():
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        times[name] = (int(fields[11]) + int(fields[12])) / tick
+        family = _family(pid) if name.endswith("+") else [pid]
+        times[name] = sum(_ticks(each) for each in family) / tick
     return times
+
+
+def _ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0  # ended meanwhile
+    return int(fields[11]) + int(fields[12])
+
+
+def _family(pid: int) -> list[int]:
+    family = [pid]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            except OSError:
+                continue
+            if parent == pid:
+                family.append(int(entry.name))
+    return family
 
 
 def pid_serving(url: str) -> int:

@@ -5,6 +5,7 @@ See engine/README.md for every flag."""
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 
 import uvicorn
@@ -100,8 +101,13 @@ def main(argv: list[str] | None = None) -> None:
         max_sequences=args.max_sequences,
         step_tokens=args.step_tokens,
     )
+    app = build_app(engine)
+    # The model, its vocabulary and every module stay for the process' life: frozen out
+    # of the collector, a full collection no longer walks them (it paused every stream
+    # for ~50 ms under 64 concurrent ones).
+    gc.freeze()
     uvicorn.run(
-        build_app(engine),
+        app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,

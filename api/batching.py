@@ -43,6 +43,7 @@ class Batcher:
     fails the whole batch)."""
 
     def __init__(self, send: Sender) -> None:
+        self.loop = asyncio.get_running_loop()
         self.send = send
         self.urgent: list[Call] = []
         self.later: list[Call] = []
@@ -101,9 +102,10 @@ _batchers: dict[tuple[int, str], Batcher] = {}
 
 def batcher(name: str, send: Sender) -> Batcher:
     """This event loop's batcher called `name`."""
-    key = (id(asyncio.get_running_loop()), name)
+    loop = asyncio.get_running_loop()
+    key = (id(loop), name)
     found = _batchers.get(key)
-    if found is None:
+    if found is None or found.loop is not loop:  # a new loop where an old one was
         found = _batchers[key] = Batcher(send)
     return found
 

@@ -273,13 +273,12 @@ def main() -> None:
                 part_one(fast, weft, keys, args)
             if "2" in parts:
                 part_two(paced, weft, keys, args)
-            def started(name: str) -> int:
-                return next(proc.pid for each, proc, _ in sup.children if each == name)
-
             if "3" in parts:
-                web = next(proc.pid for name, proc, _ in sup.children if name == "web")
-                pids = {"web": web, "engine": pid_serving(paced), "client": os.getpid(),
-                        "postgres+": started("postgres"), "redis": started("redis")}  # fmt: skip
+                started = {name: proc.pid for name, proc, _ in sup.children}
+                # postgres+: the postmaster and its backends (bench.cpu).
+                pids = {"web": started["web"], "engine": pid_serving(paced),
+                        "client": os.getpid(), "postgres+": started["postgres"],
+                        "redis": started["redis"]}  # fmt: skip
                 part_three(paced, weft, keys, args, pids)
             print(f"uptime: {os.popen('uptime').read().strip()}")
         finally:

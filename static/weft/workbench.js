@@ -75,7 +75,11 @@
   // ------------------------------------------------------------------ the draft
   // The form is saved as typed (debounced), and at once when the page is left (a
   // beacon survives the unload), so reload, Back and another browser find it again.
+  // The beacon may land after the page it left for has come Back (or not land): what
+  // it carries is also kept in this tab (sessionStorage, per user) until a save is
+  // answered, and a page that loads while it is kept takes it and saves it again.
   const DRAFT_DELAY = 400;
+  const PENDING_FOR_MS = 10 * 60 * 1000; // older: another browser may have saved since
   let draftTimer = null;
   let draftDirty = false;
 
@@ -100,6 +104,7 @@
       const response = await fetch(form.dataset.draftUrl, { method: "POST", body, credentials: "same-origin" });
       html = await response.text();
       if (!response.ok) draftDirty = true; // try again with the next keystroke
+      else forgetPending(form);
     } catch (err) {
       draftDirty = true;
       return;
@@ -121,7 +126,35 @@
     if (!form || !draftDirty) return;
     clearTimeout(draftTimer);
     draftDirty = false;
-    navigator.sendBeacon(form.dataset.draftUrl, draftBody(form));
+    const body = draftBody(form);
+    try {
+      sessionStorage.setItem(pendingKey(form), JSON.stringify({ at: Date.now(), fields: [...body.entries()] }));
+    } catch (err) { /* storage full or off: the beacon alone */ }
+    navigator.sendBeacon(form.dataset.draftUrl, body);
+  }
+
+  function pendingKey(form) { return `weft.pendingDraft.${form.dataset.draftOwner}`; }
+
+  function forgetPending(form) {
+    try { sessionStorage.removeItem(pendingKey(form)); } catch (err) { /* nothing kept */ }
+  }
+
+  function takePending(form) {
+    let pending = null;
+    try { pending = JSON.parse(sessionStorage.getItem(pendingKey(form)) || "null"); } catch (err) { return null; }
+    if (!pending || !Array.isArray(pending.fields) || Date.now() - pending.at > PENDING_FOR_MS) return null;
+    return pending.fields;
+  }
+
+  function restoreFields(form, fields) {
+    const values = new Map();
+    for (const [name, value] of fields) values.set(name, [...(values.get(name) || []), String(value)]);
+    for (const field of form.elements) {
+      if (!field.name || field.name === "csrfmiddlewaretoken" || field.type === "file") continue;
+      const given = values.get(field.name) || [];
+      if (field.type === "checkbox" || field.type === "radio") field.checked = given.includes(field.value);
+      else if (values.has(field.name)) field.value = given[0];
+    }
   }
 
   document.addEventListener("input", (e) => { if (e.target.closest("#wb-form")) scheduleDraft(); });
@@ -137,6 +170,12 @@
       // and a reload must show the draft, not the link's values again.
       saveDraft();
       history.replaceState(null, "", window.location.pathname);
+    } else if (form) {
+      const pending = takePending(form);
+      if (pending) {
+        restoreFields(form, pending);
+        saveDraft();
+      }
     }
     setSideCollapsed(localStorage.getItem("weft.sideCollapsed") === "1");
   });

@@ -1,12 +1,13 @@
 """Calls to a local server (Postgres, Redis) from concurrent /v1 requests, sent together.
 
-On this machine a send to another local process costs about as much CPU as the rest of
-a small request's work put together (measured under a burst of 64 streams: one send
-~0.2 ms of the web process' ~1.7 ms per request), and the server pays again for each
-wake-up. A burst's requests make the same calls at nearly the same moment, so each
-call here waits in a queue and the queue goes out as one batch (one pipeline: one
-send, one read): a call that arrives while AT_ONCE batches are out waits for the next,
-which takes everything waiting, up to SIZE. A call alone goes out at once.
+Each send to a local server wakes it, and on two shared cores the sender then often
+waits for its turn again (profiled under a burst of 64 streams, the moments around
+sends were the largest share of the web process' time); the server pays for each
+wake-up and each statement's commit too. A burst's requests make the same calls at
+nearly the same moment, so each call here waits in a queue and the queue goes out as
+one batch (one pipeline: one send, one read): a call that arrives while AT_ONCE
+batches are out waits for the next, which takes everything waiting, up to SIZE. A
+call alone goes out at once.
 
 Urgent calls (on a request's way to the backend) go before the others (bookkeeping
 after the response). A caller cancelled while its call is out (its client gone) is not

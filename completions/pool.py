@@ -295,9 +295,9 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         if link.lost is not None or link.transport.is_closing():
             raise httpcore.WriteError("the connection is closed")
         # A request's head and its body are two writes: held until the next turn of the
-        # event loop (or the first read), they leave in one send. On this machine a send
-        # to another local process is costly (in a burst of 64 /v1 streams, the request's
-        # one send was ~12% of the web process' CPU).
+        # event loop (or the first read), they leave in one send: one wake-up of the
+        # backend, not two (on two shared cores each wake-up can cost this process its
+        # turn on the CPU).
         link.outgoing.append(buffer)
         link.outgoing_bytes += len(buffer)
         if link.outgoing_bytes < WRITE_HOLD:

@@ -29,6 +29,35 @@ class _FewIterations(PBKDF2PasswordHasher):
     iterations = 1000
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_despite_live_servers():
+    """A transactional test ends with a flush (TRUNCATE of every table) while the live
+    servers it used may still be finishing its work: a worker settling a job, a web
+    process writing a request's metadata after the response. TRUNCATE takes its
+    locks table by table, so it can deadlock with such a transaction; Postgres then
+    cancels one of the two, sometimes the flush. Here a flush cancelled so is run
+    again (the other transaction has gone through by then)."""
+    import time
+
+    from django.core.management.commands import flush
+    from django.db import OperationalError
+
+    handle = flush.Command.handle
+
+    def retrying(self, **options):
+        for attempt in range(4):
+            try:
+                return handle(self, **options)
+            except flush.CommandError as exc:
+                if attempt == 3 or not isinstance(exc.__cause__, OperationalError):
+                    raise
+                time.sleep(0.2)
+
+    flush.Command.handle = retrying
+    yield
+    flush.Command.handle = handle
+
+
 @pytest.fixture
 def make_user(django_user_model):
     counter = iter(range(1, 10_000))

@@ -51,6 +51,12 @@ class Worker:
         self.probe: str | None = None
         self.seen: dict[int, int] = {}  # per choice, the end offset the probe saw last
 
+    @classmethod
+    async def listening(cls, generation: Generation) -> Worker:
+        worker = cls(generation)
+        await worker.listen()
+        return worker
+
     async def listen(self) -> None:
         """A channel in the group that tells when a message has been delivered."""
         self.probe = await self.layer.new_channel()
@@ -109,6 +115,12 @@ class Socket:
         )
         self.communicator.scope["user"] = user
         self.page = Page()
+
+    @classmethod
+    async def connected(cls, user, generation_id: int) -> Socket:
+        socket = cls(user, generation_id)
+        await socket.connect()
+        return socket
 
     async def connect(self) -> None:
         connected, _ = await self.communicator.connect()

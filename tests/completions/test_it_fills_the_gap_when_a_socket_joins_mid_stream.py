@@ -18,8 +18,7 @@ def test_it_mends_the_gap_in_plain_text(make_user):
     generation = running_generation(user, n=2)
 
     async def scenario():
-        worker = Worker(generation)
-        await worker.listen()
+        worker = await Worker.listening(generation)
         worker.chunk(0, "Hello")
         worker.chunk(1, "Bonjour")
         await worker.checkpoint()
@@ -28,8 +27,7 @@ def test_it_mends_the_gap_in_plain_text(make_user):
         worker.chunk(1, " le monde")
         await worker.delivered()
 
-        socket = Socket(user, generation.pk)
-        await socket.connect()
+        socket = await Socket.connected(user, generation.pk)
         assert socket.page.text(0) == "Hello" and socket.page.text(1) == "Bonjour"
         worker.chunk(0, " again")
         worker.chunk(1, " encore")
@@ -58,8 +56,7 @@ def test_it_mends_the_gap_in_token_chips(make_user):
     generation = running_generation(user, n=1)
 
     async def scenario():
-        worker = Worker(generation)
-        await worker.listen()
+        worker = await Worker.listening(generation)
         worker.chunk(0, "The", ["The"])
         worker.chunk(0, " cat", [" cat"])
         await worker.checkpoint()
@@ -67,8 +64,7 @@ def test_it_mends_the_gap_in_token_chips(make_user):
         worker.chunk(0, " on", [" on"])
         await worker.delivered()  # "The", " cat", " sat" went out; " on" is held back
 
-        socket = Socket(user, generation.pk)
-        await socket.connect()
+        socket = await Socket.connected(user, generation.pk)
         assert socket.page.text(0) == "The cat"
         worker.chunk(0, " the", [" the"])
         worker.chunk(0, " mat", [" mat"])
@@ -93,14 +89,12 @@ def test_it_mends_the_gap_with_the_saved_text_when_the_run_ends_first(make_user)
     generation = running_generation(user, n=1)
 
     async def scenario():
-        worker = Worker(generation)
-        await worker.listen()
+        worker = await Worker.listening(generation)
         worker.chunk(0, "one")
         await worker.checkpoint()
         worker.chunk(0, " two")
         await worker.delivered()
-        socket = Socket(user, generation.pk)
-        await socket.connect()
+        socket = await Socket.connected(user, generation.pk)
         worker.chunk(0, " three")
         # No checkpoint any more: the worker stops its checkpoint thread before the
         # final save, which holds the whole text.

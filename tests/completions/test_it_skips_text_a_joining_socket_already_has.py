@@ -18,10 +18,8 @@ def test_it_skips_plain_text_the_checkpoint_held(make_user):
     generation = running_generation(user, n=2)
 
     async def scenario():
-        worker = Worker(generation)
-        await worker.listen()
-        watching = Socket(user, generation.pk)
-        await watching.connect()
+        worker = await Worker.listening(generation)
+        watching = await Socket.connected(user, generation.pk)
         worker.chunk(0, "Once")
         worker.chunk(1, "Il était")
         # Added to the accumulator and checkpointed, published only after the join.
@@ -29,8 +27,7 @@ def test_it_skips_plain_text_the_checkpoint_held(make_user):
         await worker.checkpoint()
         await worker.delivered()
 
-        joining = Socket(user, generation.pk)
-        await joining.connect()
+        joining = await Socket.connected(user, generation.pk)
         assert joining.page.text(0) == "Once upon"
         for choice in late:
             worker.publish(choice)
@@ -50,10 +47,8 @@ def test_it_sends_the_uncovered_tail_of_a_token_chip(make_user):
     generation = running_generation(user, n=2)
 
     async def scenario():
-        worker = Worker(generation)
-        await worker.listen()
-        watching = Socket(user, generation.pk)
-        await watching.connect()
+        worker = await Worker.listening(generation)
+        watching = await Socket.connected(user, generation.pk)
         # The backend holds text back (a stop string might match), so text and tokens
         # do not line up: the publisher sends "Hello" and keeps " world" back...
         worker.chunk(0, "Hel", ["Hello"])
@@ -65,8 +60,7 @@ def test_it_sends_the_uncovered_tail_of_a_token_chip(make_user):
         await worker.checkpoint()  # "Hello wor" (its chips: "Hello", " wor"); "Hi!<|im_end|>"
         await worker.delivered()
 
-        joining = Socket(user, generation.pk)
-        await joining.connect()
+        joining = await Socket.connected(user, generation.pk)
         assert joining.page.choices[0] == ["Hello", " wor"]
         assert joining.page.choices[1] == ["Hi", "!", "<|im_end|>"]
         # " world" arrives now as one chip, starting before what the page has.

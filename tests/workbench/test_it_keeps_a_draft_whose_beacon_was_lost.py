@@ -9,7 +9,7 @@ from tests.workbench.helpers import WORKBENCH_TIMEOUT
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_it_keeps_a_draft_whose_beacon_was_lost(wb_stack, make_user, login, page):
+def test_it_keeps_a_draft_whose_beacon_was_lost(wb_stack, make_user, login, page, artifacts_dir):
     from playwright.sync_api import expect
 
     from workbench.models import Draft
@@ -31,4 +31,5 @@ def test_it_keeps_a_draft_whose_beacon_was_lost(wb_stack, make_user, login, page
     page.wait_for_url("**/workbench/")
     expect(page.locator("#id_prompt")).to_have_value("Typed, then straight to History")
     expect(page.locator("#draft-status")).to_have_text("Draft saved", timeout=WORKBENCH_TIMEOUT)
+    page.screenshot(path=str(artifacts_dir / "workbench-draft-beacon-lost.png"))
     assert Draft.objects.get(owner=user).values["prompt"] == "Typed, then straight to History"

@@ -52,6 +52,7 @@ from completions import passthrough
 from completions.errors import BackendError
 from completions.pipeline import with_db_retry
 from completions.schema import CompletionParams
+from config import lanes
 
 log = logging.getLogger(__name__)
 Status = CompletionJob.Status
@@ -170,7 +171,8 @@ def create(sub: Submission) -> tuple[CompletionJob, bool]:
 
 def enqueue(job_id: int) -> None:
     """Send the job's Celery message (by name: the tasks module imports this one)."""
-    current_app.send_task(RUN_TASK, args=(job_id,), queue=settings.WEFT_GENERATION_QUEUE or None)
+    queue = lanes.queue_of_lane(lanes.JOBS, settings.WEFT_GENERATION_QUEUE)
+    current_app.send_task(RUN_TASK, args=(job_id,), queue=queue)
 
 
 def for_key(key: ApiKey, public_id: str) -> CompletionJob | None:

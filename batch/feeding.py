@@ -39,6 +39,7 @@ from completions.errors import BackendError, clean_text
 from completions.models import Generation
 from completions.schema import MAX_OUTPUT_WORK, ParamsInvalid, default_max_tokens, validate_params
 from completions.streaming import publish_soon
+from config import lanes
 from workbench.models import logprob_stats
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,8 @@ def create(
 
 def request_feed() -> None:
     """Feed in a worker (the web process only asks)."""
-    current_app.send_task(FEED_TASK, queue=settings.WEFT_GENERATION_QUEUE or None)
+    queue = lanes.queue_name(lanes.MAINTENANCE_POOL, settings.WEFT_GENERATION_QUEUE)
+    current_app.send_task(FEED_TASK, queue=queue)
 
 
 # --- feeding --------------------------------------------------------------------------

@@ -37,10 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stack import start_services, start_web  # noqa: E402
-from config import launcher  # noqa: E402
+from config import lanes, launcher  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
 
 QUEUE = "bench-batch"
+QUEUES = ",".join(lanes.queue_name(pool, QUEUE) for pool in lanes.POOLS)
 
 
 def rss_mb(pid: int) -> float:
@@ -52,7 +53,7 @@ def rss_mb(pid: int) -> float:
 
 def start_worker(sup: launcher.Supervisor, env: dict[str, str], threads: int, log: Path):
     handle = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
-    proc = sup.start("worker", launcher.worker_command(threads, QUEUE, name=f"bench-{os.getpid()}@%h"),
+    proc = sup.start("worker", launcher.worker_command(threads, QUEUES, name=f"bench-{os.getpid()}@%h"),
                      env_vars=env, stdout=handle, stderr=handle)  # fmt: skip
     deadline = time.monotonic() + 60
     while b" ready." not in log.read_bytes():

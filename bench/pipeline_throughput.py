@@ -38,10 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stack import percentile, start_services, start_web  # noqa: E402
-from config import launcher  # noqa: E402
+from config import lanes, launcher  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
 
 QUEUE = "bench"
+QUEUES = ",".join(lanes.queue_name(pool, QUEUE) for pool in lanes.POOLS)
 PICKUP_MS: list[float] = []  # enqueue -> the worker has claimed the row
 PROMPT = "Once upon a time, in a quiet village by the sea,"
 
@@ -50,7 +51,7 @@ def start_worker(sup: launcher.Supervisor, env: dict[str, str], log: Path) -> su
     handle = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
     proc = sup.start(
         "worker",
-        launcher.worker_command(2, QUEUE, name=f"bench-{time.monotonic_ns()}@%h"),
+        launcher.worker_command(2, QUEUES, name=f"bench-{time.monotonic_ns()}@%h"),
         env_vars=env,
         stdout=handle,
         stderr=subprocess.STDOUT,
@@ -104,7 +105,9 @@ async def paired_run(
         t0 = time.perf_counter()
         wall0 = time.time()
         reader.start()
-        run_generation.apply_async((generation.pk,), queue=QUEUE)
+        run_generation.apply_async(
+            (generation.pk,), queue=lanes.queue_name(lanes.INTERACTIVE_POOL, QUEUE)
+        )
         while True:
             message = await asyncio.wait_for(ws.recv(), 60)
             now = time.perf_counter() - t0

@@ -37,10 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stack import percentile, start_services, start_web  # noqa: E402
-from config import launcher  # noqa: E402
+from config import lanes, launcher  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
 
 QUEUE = "bench-first-token"
+QUEUES = ",".join(lanes.queue_name(pool, QUEUE) for pool in lanes.POOLS)
 PROMPT = "The old lighthouse keeper opened the door and"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
@@ -85,7 +86,7 @@ def direct_first_token(api: str, body: dict) -> float:
 def start_worker(sup: launcher.Supervisor, env: dict[str, str], log: Path) -> None:
     handle = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
     proc = sup.start(
-        "worker", launcher.worker_command(2, QUEUE, name=f"bench-{time.monotonic_ns()}@%h"),
+        "worker", launcher.worker_command(2, QUEUES, name=f"bench-{time.monotonic_ns()}@%h"),
         env_vars=env, stdout=handle, stderr=subprocess.STDOUT,
     )  # fmt: skip
     time.sleep(4)  # Celery logs "ready" at INFO only

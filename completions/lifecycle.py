@@ -21,18 +21,22 @@ from completions import budget
 from completions.models import Generation
 from completions.signals import generation_finished
 from completions.streaming import publish_now, state_message
+from config import lanes
 
 log = logging.getLogger(__name__)
 State = Generation.State
 RUN_TASK = "completions.tasks.run_generation"
 
 
-def enqueue(generation_id: int) -> None:
-    """Send the run's Celery message (by the task's name: the tasks module imports this
-    one). Safe to repeat: the worker claims a queued row once."""
-    current_app.send_task(
-        RUN_TASK, args=(generation_id,), queue=settings.WEFT_GENERATION_QUEUE or None
-    )
+def lane_of(generation: Generation) -> str:
+    return lanes.BATCH if generation.workload == "batch" else lanes.INTERACTIVE
+
+
+def enqueue(generation_id: int, lane: str = lanes.INTERACTIVE) -> None:
+    """Send the run's Celery message to its lane's pool (by the task's name: the tasks
+    module imports this one). Safe to repeat: the worker claims a queued row once."""
+    queue = lanes.queue_of_lane(lane, settings.WEFT_GENERATION_QUEUE)
+    current_app.send_task(RUN_TASK, args=(generation_id,), queue=queue)
 
 
 # --- finishing, once ----------------------------------------------------------------
@@ -190,7 +194,7 @@ def requeue_or_fail_if_never_started(generation: Generation) -> str:
                 return ""
             row.requeued_at = now
             row.save(update_fields=["requeued_at"])
-            transaction.on_commit(lambda: enqueue(row.pk))
+            transaction.on_commit(lambda: enqueue(row.pk, lane_of(row)))
             log.warning("generation %s: queued over %ss; re-enqueued once", row.pk, limit)
             return "requeued"
         if row.requeued_at >= cutoff:

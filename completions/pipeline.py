@@ -42,7 +42,7 @@ from completions.errors import (
     UpstreamError,
     clean_text,
 )
-from completions.lifecycle import enqueue, finish, mark_interrupted_if_stale
+from completions.lifecycle import enqueue, finish, lane_of, mark_interrupted_if_stale
 from completions.models import Generation
 from completions.schema import (
     CompletionParams,
@@ -192,7 +192,7 @@ def start(
                 target=target,
                 workload=workload,
             )
-            transaction.on_commit(lambda: enqueue(generation.pk))
+            transaction.on_commit(lambda: enqueue(generation.pk, lane_of(generation)))
     except budget.BudgetRefused as refusal:
         log.info(
             "user %s: run refused by budget (asked %s, left %s)",

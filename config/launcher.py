@@ -39,7 +39,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config import env
+from config import env, lanes
 
 BASE_DIR = env.BASE_DIR
 PR_SET_PDEATHSIG = 1
@@ -392,6 +392,8 @@ def check_environment() -> dict:
         "engine_port": env.env_int("WEFT_ENGINE_PORT", 8001, minimum=1),
         "engine_model": env.env_str("WEFT_ENGINE_MODEL"),
         "worker_concurrency": env.env_int("WEFT_WORKER_CONCURRENCY", 8, minimum=1),
+        "bulk_concurrency": env.env_int("WEFT_BULK_WORKER_CONCURRENCY", 4, minimum=1),
+        "queue_prefix": env.env_str("WEFT_GENERATION_QUEUE"),
         # All cores for `make run`: measured 72 tok/s with 2 threads vs 48 with 1 on an
         # idle 2-core machine (the engine's own default of 1 suits loaded test runs).
         "engine_threads": env.env_int("WEFT_ENGINE_THREADS", os.cpu_count() or 1, minimum=1),
@@ -759,9 +761,15 @@ def cmd_run() -> int:
 
         host, port = cfg["host"], cfg["port"]
         web = sup.start("web", web_command(host, port), env_vars=child_env)
-        sup.start(
-            "worker", worker_command(cfg["worker_concurrency"]), env_vars=child_env, restart=True
-        )
+        for pool in lanes.worker_pools(
+            cfg["queue_prefix"], cfg["worker_concurrency"], cfg["bulk_concurrency"]
+        ):
+            sup.start(
+                f"worker-{pool.name}",
+                worker_command(pool.concurrency, ",".join(pool.queues), name=f"{pool.name}@%h"),
+                env_vars=child_env,
+                restart=True,
+            )
         sup.start(
             "beat",
             [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "WARNING", "--pidfile=",

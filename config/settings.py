@@ -4,6 +4,7 @@ table of variables."""
 
 import os
 
+from config import lanes
 from config.env import (
     BASE_DIR,
     DATA_DIR,
@@ -216,12 +217,14 @@ WEFT_GENERATION_STALE_SECONDS = env_float("WEFT_GENERATION_STALE_SECONDS", 10.0,
 WEFT_GENERATION_QUEUED_LIMIT_SECONDS = env_float(
     "WEFT_GENERATION_QUEUED_LIMIT_SECONDS", 300.0, minimum=1.0
 )
-# Celery queue for generation tasks (empty: the default queue), so streaming workers
-# can be scaled separately from other work.
+# The prefix of the workers' Celery queues (config/lanes.py): runs go to
+# `<prefix>.interactive` (page runs, beat's sweeps) or `<prefix>.bulk` (API jobs, Batch
+# prompts), each taken by its own worker pool. Empty: "weft".
 WEFT_GENERATION_QUEUE = env_str("WEFT_GENERATION_QUEUE")
+CELERY_TASK_DEFAULT_QUEUE = lanes.queue_name(lanes.MAINTENANCE_POOL, WEFT_GENERATION_QUEUE)
 
-# Batch generations queued or running at once, over every user's batches: the worker
-# threads beyond it stay free for the pages (WEFT_WORKER_CONCURRENCY is 8).
+# Batch generations queued or running at once, over every user's batches (they share
+# the bulk pool's WEFT_BULK_WORKER_CONCURRENCY threads with API jobs, owners in turn).
 WEFT_BATCH_CONCURRENCY = env_int("WEFT_BATCH_CONCURRENCY", 4, minimum=1)
 
 # Request bodies over these sizes are answered 413 before they are read

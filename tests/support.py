@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from config import lanes
 from config.launcher import BASE_DIR, Supervisor, web_command, worker_command
 
 CHROMIUM = "/usr/bin/chromium"
@@ -71,16 +72,26 @@ def start_web(sup: Supervisor, env: dict, port: int):
     return f"http://127.0.0.1:{port}"
 
 
-def start_worker(sup: Supervisor, env: dict, log: Path, concurrency: int = 4, restart=False):
-    """A real Celery worker consuming the queue its environment sends generations to
-    (WEFT_GENERATION_QUEUE, else Celery's default). Each test stack talks to its own
-    engine, so it sets its own queue in the environment of both its web server and
-    its worker: its generations then never reach another stack's worker."""
-    queue = env.get("WEFT_GENERATION_QUEUE") or "celery"
+def start_worker(
+    sup: Supervisor,
+    env: dict,
+    log: Path,
+    concurrency: int = 4,
+    restart=False,
+    pools: tuple[str, ...] = lanes.POOLS,
+):
+    """A real Celery worker consuming the queues its environment sends runs to (the
+    pools' queues under WEFT_GENERATION_QUEUE, config/lanes.py; every pool in one
+    process unless `pools` says which). Each test stack talks to its own engine, so it
+    sets its own prefix in the environment of both its web server and its worker: its
+    runs then never reach another stack's worker."""
+    prefix = env.get("WEFT_GENERATION_QUEUE") or ""
+    queues = ",".join(lanes.queue_name(pool, prefix) for pool in pools)
+    label = f"{prefix or lanes.DEFAULT_PREFIX}-{'-'.join(pools)}"
     handle = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = sup.start(
-        f"worker-{queue}",
-        worker_command(concurrency, queue, name=f"{queue}-{free_port()}@%h"),
+        f"worker-{label}",
+        worker_command(concurrency, queues, name=f"{label}-{free_port()}@%h"),
         env_vars=env,
         stdout=handle,
         stderr=subprocess.STDOUT,

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from config import launcher
+from config import lanes, launcher
 from tests.api.conftest import JOBS_ENV, proxy_env_for
 from tests.support import Supervisor, free_port, start_web, wait_until
 
@@ -66,11 +66,12 @@ class JobStack:
         self.web = self.app.children[-1][1]
 
     def start_worker(self) -> None:
-        """A worker for the jobs' queue and Celery's default one, where beat sends the
-        sweeps (its own Redis: no other stack's worker reads either)."""
+        """A worker for every pool's queue, where runs and beat's sweeps go (its own
+        Redis: no other stack's worker reads them)."""
         log = self.scratch / f"worker-{time.monotonic_ns()}.log"
         handle = open(log, "wb")  # noqa: SIM115 - closed with the process
-        queues = f"{self.env['WEFT_GENERATION_QUEUE']},celery"
+        prefix = self.env["WEFT_GENERATION_QUEUE"]
+        queues = ",".join(lanes.queue_name(pool, prefix) for pool in lanes.POOLS)
         self.worker = self.app.start(
             "worker", launcher.worker_command(2, queues, name=f"jobs-{free_port()}@%h"),
             env_vars=self.env, stdout=handle, stderr=subprocess.STDOUT,

@@ -20,6 +20,7 @@ from functools import partial
 from django.conf import settings
 from django.utils import timezone
 
+from api import db
 from api.errors import ApiError
 from api.models import TOUCH_EVERY, ApiKey, hash_secret
 
@@ -83,7 +84,7 @@ def _looked(digest: str, task: asyncio.Task) -> None:
 
 async def _fetch(secret: str, digest: str) -> ApiKey | None:
     started = time.monotonic()  # the entry's age counts from before the query
-    key = await ApiKey.objects.aauthenticate(secret)
+    key = await db.run(ApiKey.objects.authenticate, secret)
     if key is None:
         _cache.pop(digest, None)
         return None
@@ -99,7 +100,7 @@ def _touch_soon(key: ApiKey) -> None:
         return
     if key.pk in _touching:
         return
-    task = asyncio.create_task(key.atouch())
+    task = asyncio.create_task(db.run(key.touch))
     _touching[key.pk] = task
     task.add_done_callback(lambda _: _touching.pop(key.pk, None))
 

@@ -4,28 +4,33 @@ hook), GET /v1/harvest/<id>?wait=S (a long-poll) and DELETE /v1/harvest/<id>.
 A long-poll holds no database connection and no thread while it waits: it subscribes
 to the job's Redis channel (the worker publishes when the job ends) and looks at the
 row itself only when woken, or every RECHECK_SECONDS in case a message was lost (a Redis
-restart). How many long-polls wait at once, across every web process, is counted in
-Redis as leases; past WEFT_JOB_MAX_LONGPOLLS a harvest answers at once with the job as
-it is, `X-Acs-Longpoll: declined` and `Retry-After`.
+restart) — its status columns only, never the request or the result. How many
+long-polls wait at once, across every web process, is counted in Redis as leases, and
+one key holds at most WEFT_JOB_MAX_LONGPOLLS_PER_KEY of them; past either a harvest
+answers at once with the job as it is, `X-Acs-Longpoll: declined` and `Retry-After`.
+
+A job's answer is streamed: the job object's opening, then its result read from
+Postgres one ResultChunk at a time and passed on as it was stored (gzipped piece by
+piece in a thread when the client accepts it), then its closing brace. Neither the
+result nor its compressed form is ever held whole, nor encoded on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import logging
 import re
 from typing import Any
 from urllib.parse import parse_qsl
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from api import auth, jobs, ledger, limits
+from api import auth, db, jobs, ledger, limits
 from api.errors import ERRORS, ApiError
-from api.http import GZIP_MIN_BYTES, Request
-from api.models import ApiKey, CompletionJob
+from api.http import GZIP_MIN_BYTES, GzipStream, Request
+from api.models import ApiKey
+from completions.models import Generation
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +57,15 @@ class JobRequest:
 
     async def replayed(self, key: ApiKey) -> bool:
         """Answer with the job this Idempotency-Key made before (True), if any."""
-        found = await sync_to_async(jobs.find_replay)(key, self.idempotency_key, self.digest)
+        found = await db.run(jobs.find_replay, key, self.idempotency_key, self.digest)
         if found is None:
             return False
         await accepted(self.req, found)
         return True
 
     @staticmethod
-    def check(plan: Any) -> None:
+    async def check(key: ApiKey, plan: Any) -> None:
+        """What refuses a job before anything is reserved."""
         if plan.params.stream:
             raise ApiError(
                 "invalid_request",
@@ -67,6 +73,14 @@ class JobRequest:
                 "later) or drop `Prefer: respond-async`",
                 param="stream",
             )
+        if jobs.has_nul(plan.params.prompt):
+            raise ApiError(
+                "invalid_request",
+                "a job's prompt cannot hold U+0000 (it is stored until harvested); send it "
+                "without `Prefer: respond-async`, or as token ids",
+                param="prompt",
+            )
+        await db.run(jobs.check_room, key)
 
     async def submit(self, key: ApiKey, plan: Any, res: ledger.Reservation) -> None:
         """Store and send the job, answer 202. The reservation now belongs to the job
@@ -86,7 +100,7 @@ class JobRequest:
             idempotency_key=self.idempotency_key,
             digest=self.digest,
         )
-        creating = asyncio.ensure_future(sync_to_async(jobs.create)(sub))
+        creating = asyncio.ensure_future(db.run(jobs.create, sub))
         try:
             job, created = await asyncio.shield(creating)
         except asyncio.CancelledError:
@@ -97,7 +111,7 @@ class JobRequest:
             if creating.exception() is not None:
                 await _give_back(res, req, 499, "client_closed")
             raise
-        except ApiError as exc:  # the race was won with another body: 422
+        except ApiError as exc:  # the race was won with another body (422), or no room (429)
             await _give_back(res, req, exc.status, exc.code)
             raise
         except Exception:
@@ -115,23 +129,46 @@ async def _give_back(res: ledger.Reservation, req: Request, status: int, code: s
     )  # fmt: skip
 
 
-async def accepted(req: Request, job: CompletionJob) -> None:
+async def accepted(req: Request, job: Generation) -> None:
     headers = {"Location": f"{PREFIX}{job.public_id}", "Preference-Applied": "respond-async"}
     await send_job(req, 202, job, headers)
 
 
 async def send_job(
-    req: Request, status: int, job: CompletionJob, headers: dict[str, str] | None = None
+    req: Request, status: int, job: Generation, headers: dict[str, str] | None = None
 ) -> None:
-    data = jobs.as_json(job)
+    """The job object, its result streamed in from Postgres a piece at a time."""
+    opening, pieces, closing = await db.run(jobs.wire_parts, job)
     out = {"Content-Type": "application/json", **(headers or {})}
-    if len(data) >= GZIP_MIN_BYTES and req.accepts_gzip:
-        data = gzip.compress(data, compresslevel=5)
+    size = len(opening) + (job.result_bytes if pieces else 0) + len(closing)
+    zipper = GzipStream() if size >= GZIP_MIN_BYTES and req.accepts_gzip else None
+    if zipper is not None:
         out["Content-Encoding"] = "gzip"
         out["Vary"] = "Accept-Encoding"
-    out["Content-Length"] = str(len(data))
+    else:
+        out["Content-Length"] = str(size)
+    if zipper is not None and not pieces:  # small enough to compress in one go here
+        data = zipper.feed(opening + closing) + zipper.finish()
+        out["Content-Length"] = str(len(data))
+        await req.start(status, out)
+        await req.body(data)
+        return
     await req.start(status, out)
-    await req.body(data)
+    await _send_part(req, zipper, opening)
+    for piece in pieces:
+        await _send_part(req, zipper, await db.run(jobs.read_piece, piece))
+    tail = closing
+    if zipper is not None:
+        tail = await asyncio.to_thread(lambda: zipper.feed(closing) + zipper.finish())
+    await req.body(tail)
+
+
+async def _send_part(req: Request, zipper: GzipStream | None, data: bytes) -> None:
+    if zipper is not None:
+        # Compressing a megabyte takes tens of milliseconds: never on the event loop.
+        data = await asyncio.to_thread(zipper.feed, data)
+    if data:
+        await req.body(data, more=True)
 
 
 # --- GET and DELETE /v1/harvest/<id> ----------------------------------------------------------
@@ -157,11 +194,12 @@ def wait_seconds(req: Request) -> float:
     return float(values[0])
 
 
-async def _load(key: ApiKey, job_id: str) -> CompletionJob:
-    job = await CompletionJob.objects.filter(key=key, public_id=job_id).afirst()
+async def _load(key: ApiKey, job_id: str) -> Generation:
+    job = await db.run(jobs.for_key, key, job_id)
     if job is None:
         # Unknown, expired, or another key's: the same answer, so ids cannot be probed.
-        raise ApiError("job_not_found", f"no job {job_id!r} for this key", param="id")
+        shown = repr(job_id) if jobs.is_job_id(job_id) else "with that id"
+        raise ApiError("job_not_found", f"no job {shown} for this key", param="id")
     return job
 
 
@@ -177,7 +215,7 @@ async def _harvest(req: Request, key: ApiKey) -> None:
         job = await _load(key, public_id(req))
     headers: dict[str, str] = {}
     if wait > 0 and not job.is_terminal:
-        job, declined = await long_poll(req, job, wait)
+        job, declined = await long_poll(req, key, job, wait)
         if declined:
             headers = {"X-Acs-Longpoll": "declined", "Retry-After": str(DECLINED_RETRY_AFTER)}
     await send_job(req, 200, job, headers)
@@ -191,7 +229,7 @@ async def cancel(req: Request) -> None:
 async def _cancel(req: Request, key: ApiKey) -> None:
     async with limits.slot_for(key.pk, req.id):
         job = await _load(key, public_id(req))
-        job = await sync_to_async(jobs.cancel)(job)
+        job = await db.run(jobs.cancel, job)
     await send_job(req, 200, job)
 
 
@@ -216,45 +254,66 @@ async def _recorded(req: Request, key: ApiKey, work: Any) -> None:
 
 # --- the long-poll -----------------------------------------------------------------------------
 
-# KEYS: the waiting long-polls (member: request id, score: lease expiry in ms)
-# ARGV: request id, most waiting, lease ms, key ttl ms
+# KEYS: the waiting long-polls of every key, then of this key (member: request id,
+# score: lease expiry in ms). ARGV: request id, most waiting, most for one key, lease ms,
+# key ttl ms. A place is taken in both or in neither.
 ENTER = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]))
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[1])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
+redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[5]))
 return 1
 """
 WAITING_KEY = "weft:jobs:longpolls"
 LEASE_SLACK_SECONDS = 10.0  # a process that dies mid-wait frees its place this much later
 
 
-async def _enter(request_id: str, wait: float) -> bool:
+def _key_waiting(key_id: int) -> str:
+    return f"{WAITING_KEY}:key:{key_id}"
+
+
+async def _enter(request_id: str, key_id: int, wait: float) -> bool:
     client = limits.redis_client()
     lease = int((wait + LEASE_SLACK_SECONDS) * 1000)
     ttl = int((settings.WEFT_JOB_LONGPOLL_MAX_SECONDS + LEASE_SLACK_SECONDS) * 2000)
     script = client.register_script(ENTER)
-    args: list[str | int] = [request_id, settings.WEFT_JOB_MAX_LONGPOLLS, lease, ttl]
-    return bool(await script(keys=[WAITING_KEY], args=args))
+    args: list[str | int] = [
+        request_id,
+        settings.WEFT_JOB_MAX_LONGPOLLS,
+        settings.WEFT_JOB_MAX_LONGPOLLS_PER_KEY,
+        lease,
+        ttl,
+    ]
+    return bool(await script(keys=[WAITING_KEY, _key_waiting(key_id)], args=args))
 
 
-async def _leave(request_id: str) -> None:
+async def _leave(request_id: str, key_id: int) -> None:
     try:
-        await limits.redis_client().zrem(WAITING_KEY, request_id)
+        client = limits.redis_client()
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.zrem(WAITING_KEY, request_id)
+            pipe.zrem(_key_waiting(key_id), request_id)
+            await pipe.execute()
     except Exception as exc:  # the lease runs out on its own
         log.warning("harvest: leaving the long-poll count failed: %s", type(exc).__name__)
 
 
-async def _reload(job: CompletionJob) -> CompletionJob:
-    found = await CompletionJob.objects.filter(pk=job.pk).afirst()
+async def _reload(job: Generation) -> Generation:
+    found = await db.run(jobs.status_row, job.pk)
     return found if found is not None else job
 
 
-async def long_poll(req: Request, job: CompletionJob, wait: float) -> tuple[CompletionJob, bool]:
+async def long_poll(
+    req: Request, key: ApiKey, job: Generation, wait: float
+) -> tuple[Generation, bool]:
     """Wait up to `wait` seconds for the job to end; (the job now, declined?)."""
-    if not await _enter(req.id, wait):
+    if not await _enter(req.id, key.pk, wait):
         return job, True
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
@@ -262,7 +321,7 @@ async def long_poll(req: Request, job: CompletionJob, wait: float) -> tuple[Comp
     try:
         try:
             pubsub = limits.redis_client().pubsub()
-            await pubsub.subscribe(jobs.channel(job.public_id))
+            await pubsub.subscribe(jobs.channel(job.public_id or ""))
         except Exception as exc:  # Redis away: look at the row now and then instead
             log.warning("harvest: subscribe failed: %s", type(exc).__name__)
             pubsub = None
@@ -279,7 +338,7 @@ async def long_poll(req: Request, job: CompletionJob, wait: float) -> tuple[Comp
                 await asyncio.shield(pubsub.aclose())
             except Exception as exc:
                 log.warning("harvest: unsubscribe failed: %s", type(exc).__name__)
-        await asyncio.shield(_leave(req.id))
+        await asyncio.shield(_leave(req.id, key.pk))
     return job, False
 
 

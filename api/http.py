@@ -62,6 +62,7 @@ class Request:
         self.finished_response = False
         self.status = 0
         self.client_gone = False
+        self.body_read = asyncio.Event()
 
     # -- what came in ------------------------------------------------------------------
 
@@ -90,24 +91,29 @@ class Request:
             return None
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await self.receive()
-            if message["type"] == "http.disconnect":
-                self.client_gone = True
-                raise ClientGone
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                return b"".join(chunks)
+        try:
+            while True:
+                message = await self.receive()
+                if message["type"] == "http.disconnect":
+                    self.client_gone = True
+                    raise ClientGone
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    return None
+                chunks.append(chunk)
+                if not message.get("more_body"):
+                    return b"".join(chunks)
+        finally:
+            self.body_read.set()
 
-    async def until_disconnect(self, work: Awaitable[None]) -> None:
+    async def until_disconnect(self, work: Awaitable[None], *, reads_body: bool = False) -> None:
         """Run `work`; if the client goes away first, cancel it (which closes the
-        upstream request and settles what was generated)."""
+        upstream request and settles what was generated). `reads_body`: `work` reads
+        the body itself (read_body notices a disconnect meanwhile); the watch for one
+        starts after it."""
         task = asyncio.ensure_future(work)
-        watcher = asyncio.ensure_future(self._wait_disconnect())
+        watcher = asyncio.ensure_future(self._wait_disconnect(after_body=reads_body))
         try:
             await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if self.finished_response:  # the client left after the whole answer: fine
@@ -123,7 +129,9 @@ class Request:
         if error is not None:
             raise error
 
-    async def _wait_disconnect(self) -> None:
+    async def _wait_disconnect(self, *, after_body: bool = False) -> None:
+        if after_body:
+            await self.body_read.wait()
         while True:
             message = await self.receive()
             if message["type"] == "http.disconnect":

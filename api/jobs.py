@@ -1,17 +1,15 @@
 """Completion jobs: a POST /v1/completions with `Prefer: respond-async`, run on a worker.
 
-Submission (web process, api.proxy's hook): validated, limited, planned and reserved
-exactly like a synchronous request — the clamp is decided there — then stored as a
-CompletionJob and sent to Celery; the answer is 202 with the job. The reservation stays
-on the submission's ApiRequest row until the job settles.
-
-The worker claims a queued job by writing a fresh run_token under the row's lock, beats
-while the backend works, and finishes it — result or error stored, reservation settled
-— in one transaction guarded by that token. A redelivered message finds the job running
-or finished and does nothing; a job whose worker died (its beat went stale) is put back
-in the queue by the beat sweep, its reservation untouched; a lost message is sent again.
-So no job is lost and none is charged twice. The backend is reached through the door's
-raw path (completions.passthrough), so `result` is its body byte for byte.
+A job is one of the door's durable runs (completions.models.Generation, kind "job",
+lane "jobs", `key` set): the same claim (completions.scheduler: owners take turns on
+the bulk pool), heartbeat, finish-and-settle-once and sweeps as every other run. What
+is the API's own is here: the submission (validated, limited, planned and reserved
+exactly like a synchronous request — the clamp is decided there — then stored as the
+run, its reservation handed over from the submission's ApiRequest row in the same
+transaction), the executor the worker runs it with (the door's raw path,
+completions.passthrough, so the result is the backend's body byte for byte, written in
+ResultChunk pieces as it arrives: never held whole), and what a job looks like on the
+wire.
 
 Nothing here logs prompt or completion text.
 """
@@ -20,45 +18,65 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import json
 import logging
 import math
 import threading
 import time
-import uuid
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import httpx
-from celery import current_app
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from api.errors import ApiError, envelope
-from api.models import (
-    JOB_CONTENT_TTL,
-    JOB_QUEUED_TTL,
-    ApiKey,
-    ApiKeyMonth,
-    ApiRequest,
-    CompletionJob,
-)
-from completions import passthrough
+from api.models import JOB_ID_PREFIX, ApiKey, ApiRequest, new_job_id
+from completions import budget, lifecycle, passthrough, registry, scheduler
 from completions.errors import BackendError
-from completions.pipeline import with_db_retry
+from completions.models import JOB_CONTENT_TTL, JOB_QUEUED_TTL, Generation, ResultChunk
+from completions.pipeline import Accumulator, Checkpointer, with_db_retry
 from completions.schema import CompletionParams
-from config import lanes
+from completions.signals import generation_finished
 
 log = logging.getLogger(__name__)
-Status = CompletionJob.Status
-RUN_TASK = "api.tasks.run_completion_job"
+State = Generation.State
+JOB = Generation.Kind.JOB
 IDEMPOTENCY_KEY_MAX = 255
 FINAL_SAVE_PATIENCE = 60.0
+JOB_ID_HEX = 24  # api.models.new_job_id's
+
+# The run's state as a job's status on the wire.
+STATUS = {
+    State.QUEUED: "queued",
+    State.RUNNING: "running",
+    State.DONE: "succeeded",
+    State.FAILED: "failed",
+    State.INTERRUPTED: "failed",
+    State.REFUSED: "failed",
+    State.CANCELLED: "cancelled",
+    State.EXPIRED: "expired",
+}
+
+
+def is_job_id(value: str) -> bool:
+    """A well-formed public id (anything else is looked up as nothing at all)."""
+    digits = value.removeprefix(JOB_ID_PREFIX)
+    return (
+        value.startswith(JOB_ID_PREFIX)
+        and len(digits) == JOB_ID_HEX
+        and all(c in "0123456789abcdef" for c in digits)
+    )
+
+
+def jobs() -> Any:
+    return Generation.objects.filter(kind=JOB)
+
 
 # --- the request side --------------------------------------------------------------------
 
@@ -97,12 +115,23 @@ def body_digest(data: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def find_replay(key: ApiKey, idem: str, digest: str) -> CompletionJob | None:
+def has_nul(value: Any) -> bool:
+    """Whether a U+0000 is anywhere in the body: Postgres' jsonb cannot keep it."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(has_nul(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_nul(k) or has_nul(v) for k, v in value.items())
+    return False
+
+
+def find_replay(key: ApiKey, idem: str, digest: str) -> Generation | None:
     """The job this Idempotency-Key already made, or None; ApiError 422 when it was made
     from another body."""
     if not idem:
         return None
-    job = CompletionJob.objects.filter(key=key, idempotency_key=idem).first()
+    job = jobs().without_content().filter(key=key, idempotency_key=idem).first()
     if job is not None and job.body_sha256 != digest:
         raise ApiError(
             "idempotency_key_reused",
@@ -112,6 +141,22 @@ def find_replay(key: ApiKey, idem: str, digest: str) -> CompletionJob | None:
             job_id=job.public_id,
         )
     return job
+
+
+def queue_full(limit: int) -> ApiError:
+    return ApiError(
+        "queue_full",
+        f"this key already has {limit} jobs queued or running; harvest or cancel some first",
+        retry_after=1.0,
+    )
+
+
+def check_room(key: ApiKey) -> None:
+    """Refuse early (nothing reserved yet) when the key's jobs are at their cap; create()
+    checks again under the key's lock."""
+    limit = settings.WEFT_API_MAX_JOBS_PER_KEY
+    if jobs().filter(key=key, state__in=Generation.ACTIVE).count() >= limit:
+        raise queue_full(limit)
 
 
 @dataclass
@@ -132,34 +177,50 @@ class Submission:
     digest: str
 
 
-def create(sub: Submission) -> tuple[CompletionJob, bool]:
-    """Store the job and send it (on commit); returns (job, created). A concurrent
-    submission with the same Idempotency-Key that won the race is returned instead
-    (created False): the caller then gives its own reservation back."""
+def create(sub: Submission) -> tuple[Generation, bool]:
+    """Store the job and send it (on commit); returns (job, created). The submission's
+    reservation becomes the job's, in the same transaction. A concurrent submission with
+    the same Idempotency-Key that won the race is returned instead (created False): the
+    caller then gives its own reservation back, as it does when the key's jobs are at
+    their cap (ApiError queue_full)."""
     now = timezone.now()
     try:
         with transaction.atomic():
-            api_request = ApiRequest.objects.select_for_update().get(request_id=sub.request_id)
-            job = CompletionJob.objects.create(
+            # The key's row is the lock that makes the per-key cap exact.
+            ApiKey.objects.select_for_update().filter(pk=sub.key.pk).first()
+            limit = settings.WEFT_API_MAX_JOBS_PER_KEY
+            if jobs().filter(key=sub.key, state__in=Generation.ACTIVE).count() >= limit:
+                raise queue_full(limit)
+            submission = ApiRequest.objects.select_for_update().get(request_id=sub.request_id)
+            if submission.settled:  # made already, by this call's first try (api.db)
+                return jobs().get(api_request=submission), True
+            job = Generation.objects.create(
+                owner_id=sub.key.user_id,
                 key=sub.key,
-                user_id=sub.key.user_id,
-                api_request=api_request,
-                model=sub.model,
-                workload=sub.workload,
-                idempotency_key=sub.idempotency_key,
-                body_sha256=sub.digest,
-                request=sub.body,
+                kind=JOB,
+                lane=Generation.Lane.JOBS,
+                queue=scheduler.queue_for(Generation.Lane.JOBS),
+                workload=sub.workload or "interactive",
+                params=sub.body,
+                choices=[],
                 prompt_tokens=sub.prompt_tokens,
                 prompt_exact=sub.prompt_exact,
-                choice_count=sub.choice_count,
-                max_tokens=sub.max_tokens,
+                reserved_tokens=submission.reserved_tokens,
+                budget_month=submission.budget_month,
+                public_id=new_job_id(),
+                idempotency_key=sub.idempotency_key,
+                body_sha256=sub.digest,
                 clamped=sub.clamped,
+                api_request=submission,
                 created_at=now,
-                enqueued_at=now,
+                expires_at=now + JOB_QUEUED_TTL,
             )
-            api_request.status = 202
-            api_request.save(update_fields=["status"])
-            transaction.on_commit(lambda: enqueue(job.pk))
+            # The reservation is the job's now (its worker settles it): the request's
+            # row holds none, so no sweep of the web process gives it back.
+            submission.status = 202
+            submission.settled = True
+            submission.save(update_fields=["status", "settled"])
+            transaction.on_commit(lambda: lifecycle.enqueue(job))
     except IntegrityError:
         winner = find_replay(sub.key, sub.idempotency_key, sub.digest)
         if winner is None:
@@ -169,30 +230,23 @@ def create(sub: Submission) -> tuple[CompletionJob, bool]:
     return job, True
 
 
-def enqueue(job_id: int) -> None:
-    """Send the job's Celery message (by name: the tasks module imports this one)."""
-    queue = lanes.queue_of_lane(lanes.JOBS, settings.WEFT_GENERATION_QUEUE)
-    current_app.send_task(RUN_TASK, args=(job_id,), queue=queue)
+def for_key(key: ApiKey, public_id: str) -> Generation | None:
+    """The key's job by its public id, without its content (a status read)."""
+    if not is_job_id(public_id):
+        return None
+    return jobs().without_content().filter(key=key, public_id=public_id).first()
 
 
-def for_key(key: ApiKey, public_id: str) -> CompletionJob | None:
-    return CompletionJob.objects.filter(key=key, public_id=public_id).first()
+def status_row(generation_id: int) -> Generation | None:
+    return jobs().without_content().filter(pk=generation_id).first()
 
 
-def cancel(job: CompletionJob) -> CompletionJob:
-    """A queued job is cancelled here (its reservation given back); a running one is
-    asked to stop — its worker sees it at the next beat and ends it as cancelled."""
-    CompletionJob.objects.filter(pk=job.pk, status__in=CompletionJob.ACTIVE).update(
-        cancel_requested=True
-    )
-    with transaction.atomic():
-        row = CompletionJob.objects.select_for_update().get(pk=job.pk)
-        if row.status == Status.QUEUED:
-            _end(row, Status.CANCELLED, charge=(0, 0))
-    row.refresh_from_db()
-    if row.is_terminal:
-        publish(row.public_id)
-    return row
+def cancel(job: Generation) -> Generation:
+    """A queued job is cancelled at once (its reservation given back); a running one is
+    asked to stop — its worker sees it within a heartbeat and ends it as cancelled."""
+    lifecycle.cancel(job)
+    found = status_row(job.pk)
+    return found if found is not None else job
 
 
 # --- what a job looks like on the wire -----------------------------------------------------
@@ -215,49 +269,99 @@ def parse_clamp(header: str) -> dict[str, Any] | None:
     return out
 
 
-def expires_at(job: CompletionJob) -> datetime | None:
+def expires_at(job: Generation) -> datetime | None:
     """When what is stored of the job goes next: a queued job after JOB_QUEUED_TTL, a
     finished job's content JOB_CONTENT_TTL after it ended."""
-    if job.status == Status.QUEUED:
+    if job.state == State.QUEUED:
         return job.created_at + JOB_QUEUED_TTL
-    if job.status in CompletionJob.CONTENT_TERMINAL and job.finished_at is not None:
+    if job.is_terminal and job.state != State.EXPIRED and job.finished_at is not None:
         return job.finished_at + JOB_CONTENT_TTL
     return None
 
 
-def as_json(job: CompletionJob) -> bytes:
-    """The job object. `result` is spliced in as the backend's bytes, never re-encoded."""
+def status(job: Generation) -> str:
+    return STATUS.get(State(job.state), "failed")
+
+
+def error_body(job: Generation) -> dict[str, Any] | None:
+    """The envelope a synchronous request would have answered with (the submission's
+    request id), or None."""
+    if status(job) != "failed":
+        return None
+    detail = job.error_detail if isinstance(job.error_detail, dict) else {}
+    code = detail.get("code") or job.error_code or "internal_error"
+    message = detail.get("message") or job.error_message or "the job failed"
+    submission = job.api_request_id and ApiRequest.objects.filter(pk=job.api_request_id)
+    request_id = submission.values_list("request_id", flat=True).first() if submission else ""
+    return envelope(code, message, request_id=request_id or "", param=detail.get("param"))
+
+
+def head(job: Generation) -> dict[str, Any]:
+    """The job object without its result."""
     out: dict[str, Any] = {
         "id": job.public_id,
         "object": "completion.job",
-        "status": job.status,
+        "status": status(job),
         "created_at": _unix(job.created_at),
         "started_at": _unix(job.started_at),
         "finished_at": _unix(job.finished_at),
         "expires_at": _unix(expires_at(job)),
-        "model": job.model,
+        "model": (job.params or {}).get("model") if job.state != State.EXPIRED else None,
         "idempotency_key": job.idempotency_key or None,
         "max_tokens_clamped": parse_clamp(job.clamped),
         "usage": None,
     }
+    if out["model"] is None:
+        out["model"] = job.served_model or None
     if job.charged_tokens is not None:
-        prompt, completion = job.usage_prompt_tokens or 0, job.usage_completion_tokens or 0
+        usage = job.usage if isinstance(job.usage, dict) else {}
+        prompt = lifecycle.count(usage.get("prompt_tokens")) or 0
+        completion = lifecycle.count(usage.get("completion_tokens")) or 0
         out["usage"] = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
             "charged_tokens": job.charged_tokens,
         }
-    if job.status == Status.RUNNING and job.cancel_requested:
+    if job.state == State.RUNNING and job.cancel_requested:
         out["cancel_requested"] = True
-    if job.status == Status.EXPIRED:
-        out["expired_from"] = job.expired_from or None
-    if job.status == Status.FAILED and job.error is not None:
-        out["error"] = job.error
-    data = json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
-    if job.status == Status.SUCCEEDED and job.result:
-        data = data[:-1] + b',"result":' + job.result.encode() + b"}"
-    return data
+    if job.state == State.EXPIRED:
+        out["expired_from"] = STATUS.get(State(job.expired_from), job.expired_from) or None
+    error = error_body(job)
+    if error is not None:
+        out["error"] = error
+    return out
+
+
+def has_result(job: Generation) -> bool:
+    return job.state == State.DONE and bool(job.result_token) and job.result_bytes > 0
+
+
+def result_pieces(job: Generation) -> list[int]:
+    """The ids of the result's chunks, in order (read one at a time: never the whole)."""
+    rows = ResultChunk.objects.filter(generation_id=job.pk, run_token=job.result_token)
+    return list(rows.order_by("seq").values_list("pk", flat=True))
+
+
+def read_piece(piece_id: int) -> bytes:
+    data = ResultChunk.objects.filter(pk=piece_id).values_list("data", flat=True).first()
+    return bytes(data) if data is not None else b""
+
+
+def as_json(job: Generation) -> bytes:
+    """The whole job object in memory (small jobs, tests); the harvest streams it with
+    wire_pieces instead. `result` is the backend's bytes spliced in, never re-encoded."""
+    opening, ids, closing = wire_parts(job)
+    return opening + b"".join(read_piece(i) for i in ids) + closing
+
+
+def wire_parts(job: Generation) -> tuple[bytes, list[int], bytes]:
+    """The job object as (its opening bytes, the result's chunk ids, its closing
+    bytes): the result's bytes go between the two, as the backend sent them."""
+    data = json.dumps(head(job), ensure_ascii=False, separators=(",", ":")).encode()
+    if not has_result(job):
+        return data, [], b""
+    return data[:-1] + b',"result":', result_pieces(job), b"}"
 
 
 # --- notifications: a finished job wakes its long-polls --------------------------------------
@@ -285,118 +389,124 @@ def publish(public_id: str) -> None:
         log.warning("job %s: notify failed: %s", public_id, type(exc).__name__)
 
 
+def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
+    """A job ended (any way: its worker, a cancel, a sweep, the expiry): its
+    submission's metadata row gets the tokens, and its long-polls are woken."""
+    if generation.kind != JOB or not generation.public_id:
+        return
+    try:
+        if generation.api_request_id is not None and generation.charged_tokens is not None:
+            usage = generation.usage if isinstance(generation.usage, dict) else {}
+            ApiRequest.objects.filter(pk=generation.api_request_id).update(
+                prompt_tokens=lifecycle.count(usage.get("prompt_tokens")) or 0,
+                completion_tokens=lifecycle.count(usage.get("completion_tokens")) or 0,
+                error_code=generation.error_code[:64],
+                served_model=generation.served_model[:200],
+                finished_at=generation.finished_at,
+            )
+    except Exception as exc:  # metadata only: the job itself is settled
+        log.warning("job %s: metadata update failed: %s", generation.public_id,
+                    type(exc).__name__)  # fmt: skip
+    publish(generation.public_id)
+
+
+generation_finished.connect(on_finished, dispatch_uid="api.jobs.on_finished")
+
+
 # --- the worker ----------------------------------------------------------------------------
 
 
 @dataclass
 class Outcome:
-    status: str
-    result: str | None = None
+    state: str
+    usage: dict[str, Any] | None = None
     error: ApiError | None = None
-    charge: tuple[int, int] = (0, 0)
     served_model: str = ""
+    result_bytes: int = 0
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
-def claim(job_id: int, run_token: str) -> CompletionJob | None:
-    with transaction.atomic():
-        row = (
-            CompletionJob.objects.select_for_update(of=("self",))
-            .select_related("key")
-            .filter(pk=job_id)
-            .first()
-        )
-        if row is None:
-            log.warning("job %s: gone before its task ran", job_id)
-            return None
-        if row.status != Status.QUEUED:
-            # A redelivered or re-sent message: the job is running or finished already.
-            log.info("job %s: already %s; message ignored", row.public_id, row.status)
-            return None
-        if row.cancel_requested or row.key.revoked_at is not None:
-            _end(row, Status.CANCELLED, charge=(0, 0))
-            transaction.on_commit(lambda: publish(row.public_id))
-            return None
-        now = timezone.now()
-        row.status = Status.RUNNING
-        row.run_token = run_token
-        row.attempts += 1
-        row.started_at = now
-        row.heartbeat_at = now
-        row.save(update_fields=["status", "run_token", "attempts", "started_at", "heartbeat_at"])
-        return row
-
-
-class _Heartbeat(threading.Thread):
-    """Beats while the backend works (a stalled backend is not a dead worker) and
-    notices a cancel request or a lost claim (the stale sweep gave the job to another)."""
-
-    def __init__(self, job: CompletionJob, run_token: str) -> None:
-        super().__init__(name=f"job-beat-{job.pk}", daemon=True)
-        self.job_id = job.pk
-        self.run_token = run_token
-        self.interval = max(
-            settings.WEFT_CHECKPOINT_INTERVAL_SECONDS, settings.WEFT_GENERATION_STALE_SECONDS / 5
-        )
-        self.stopping = threading.Event()
-        self.stop_work = threading.Event()
-
-    def run(self) -> None:
-        from django.db import connections
-
-        try:
-            while not self.stopping.wait(self.interval):
-                try:
-                    rows = CompletionJob.objects.filter(
-                        pk=self.job_id, status=Status.RUNNING, run_token=self.run_token
-                    )
-                    if not rows.update(heartbeat_at=timezone.now()):
-                        self.stop_work.set()  # not ours any more
-                    elif rows.filter(cancel_requested=True).exists():
-                        self.stop_work.set()
-                except Exception as exc:  # the next beat tries again on a fresh connection
-                    log.warning("job %s: beat failed: %s", self.job_id, type(exc).__name__)
-                    connections.close_all()
-        finally:
-            connections.close_all()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(timeout=10)
-
-
-def execute(job_id: int) -> None:
-    """Run one job (the Celery task's body)."""
-    run_token = uuid.uuid4().hex
-    job = with_db_retry(lambda: claim(job_id, run_token), f"job {job_id}: claim", 30.0)
-    if job is None:
-        return
-    beat = _Heartbeat(job, run_token)
+def execute(job: Generation, run_token: str) -> None:
+    """Run one claimed job (the door's executor for kind "job")."""
+    beat = Checkpointer(
+        job.pk, run_token, Accumulator([], job.prompt_tokens),
+        max(settings.WEFT_CHECKPOINT_INTERVAL_SECONDS, settings.WEFT_GENERATION_STALE_SECONDS / 5),
+    )  # fmt: skip
     beat.start()
+    writer = _Writer(job.pk, run_token)
     try:
-        outcome = asyncio.run(_run(job, beat.stop_work))
+        outcome = asyncio.run(_run(job, writer, beat.cancelled, beat.lost))
     except Exception as exc:  # a bug must still end the job, not leave it "running"
         log.error("job %s failed unexpectedly: %s", job.public_id, type(exc).__name__)
-        outcome = Outcome(Status.FAILED, error=ApiError("internal_error", "internal error"))
+        outcome = Outcome(State.FAILED, error=ApiError("internal_error", "internal error"))
     finally:
         beat.stop()
-    if outcome.status == Status.CANCELLED and not _cancel_was_asked(job):
-        return  # the claim was lost (the sweep re-queued the job): the new run settles
+        writer.close()
+    if beat.lost.is_set():
+        return  # the claim was lost (the stale sweep queued it again): the new run settles
+    fields = {
+        "usage": outcome.usage,
+        "served_model": outcome.served_model[:300],
+        "result_token": run_token if outcome.state == State.DONE else "",
+        "result_bytes": outcome.result_bytes,
+        **outcome.fields,
+    }
+    if outcome.error is not None:
+        fields["error_code"] = outcome.error.code
+        fields["error_message"] = outcome.error.message
+        fields["error_detail"] = {
+            "code": outcome.error.code,
+            "message": outcome.error.message,
+            "param": outcome.error.param,
+        }
     with_db_retry(
-        lambda: finish(job, run_token, outcome), f"job {job.public_id}: final save",
+        lambda: lifecycle.finish(job, outcome.state, run_token=run_token, **fields),
+        f"job {job.public_id}: final save",
         FINAL_SAVE_PATIENCE,
-    )  # fmt: skip
+    )
 
 
-def _cancel_was_asked(job: CompletionJob) -> bool:
-    return CompletionJob.objects.filter(pk=job.pk, cancel_requested=True).exists()
+registry.register_executor(JOB, execute)
 
 
-async def _run(job: CompletionJob, stop: threading.Event) -> Outcome:
+class _Writer:
+    """Stores the body as it arrives, in ResultChunk pieces, on one thread of its own
+    (the ORM is synchronous; its connection is closed with it)."""
+
+    def __init__(self, generation_id: int, run_token: str) -> None:
+        self.generation_id = generation_id
+        self.run_token = run_token
+        self.seq = 0
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix=f"job-{generation_id}-body")
+
+    async def write(self, data: bytes) -> None:
+        seq = self.seq
+        self.seq += 1
+        await asyncio.get_running_loop().run_in_executor(self.pool, self._insert, seq, data)
+
+    def _insert(self, seq: int, data: bytes) -> None:
+        with_db_retry(
+            lambda: ResultChunk.objects.create(
+                generation_id=self.generation_id, run_token=self.run_token, seq=seq, data=data
+            ),
+            f"job {self.generation_id}: result chunk",
+            FINAL_SAVE_PATIENCE,
+        )
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.pool.submit(connections.close_all).result(timeout=10)
+        self.pool.shutdown(wait=False)
+
+
+async def _run(
+    job: Generation, writer: _Writer, cancelled: threading.Event, lost: threading.Event
+) -> Outcome:
     started = time.monotonic()
-    work = asyncio.ensure_future(_call(job))
+    work = asyncio.ensure_future(_call(job, writer))
 
     async def watch() -> None:
-        while not stop.is_set():
+        while not (cancelled.is_set() or lost.is_set()):
             await asyncio.sleep(0.1)
 
     watcher = asyncio.ensure_future(watch())
@@ -409,28 +519,35 @@ async def _run(job: CompletionJob, stop: threading.Event) -> Outcome:
             await work
         # As for a synchronous client that hung up: the prompt and what the backend can
         # have generated meanwhile, at the configured decode rate, no more.
-        elapsed = time.monotonic() - started
-        per_choice = min(job.max_tokens, math.ceil(elapsed * settings.WEFT_API_DECODE_RATE))
-        return Outcome(Status.CANCELLED, charge=(job.prompt_tokens, per_choice * job.choice_count))
+        params = CompletionParams.model_validate(job.params)
+        choices = params.choice_count
+        per_choice = min(
+            params.max_tokens or 0, math.ceil((time.monotonic() - started) * settings.WEFT_API_DECODE_RATE)
+        )  # fmt: skip
+        usage = {"prompt_tokens": job.prompt_tokens, "completion_tokens": per_choice * choices}
+        return Outcome(State.CANCELLED, usage=usage)
     finally:
         watcher.cancel()
         await passthrough.close_client()
 
 
-async def _call(job: CompletionJob) -> Outcome:
-    from api.proxy import upstream_error
+HEAD_BYTES = 4096
+TAIL_BYTES = 4096
 
-    assert job.request is not None
+
+async def _call(job: Generation, writer: _Writer) -> Outcome:
+    from api.proxy import upstream_error, usage_from_tail
+
     try:
-        to = await passthrough.target(job.model)
+        to = await passthrough.target(job.params.get("model"))
     except BackendError as exc:
-        return Outcome(Status.FAILED, error=upstream_error(exc))
+        return Outcome(State.FAILED, error=upstream_error(exc), usage=_no_usage())
     served = to.model.root or to.model.id
     try:
         async with asyncio.timeout(settings.WEFT_API_REQUEST_WINDOW_SECONDS):
-            response = await passthrough.open_completion(to, job.request, workload=job.workload)
+            response = await passthrough.open_completion(to, job.params, workload=job.workload)
         try:
-            raw = await response.aread()
+            head, tail, size = await _store(response.aiter_raw(), writer)
         finally:
             await response.aclose()
     except TimeoutError:
@@ -442,197 +559,66 @@ async def _call(job: CompletionJob) -> Outcome:
         return await _failed(job, to, upstream_error(exc), served)
     except httpx.HTTPError as exc:
         return await _failed(job, to, upstream_error(passthrough.transport_error(exc)), served)
-    try:
-        text = raw.decode()
-        body = json.loads(text)
-    except ValueError:
-        body, text = None, ""
-    if not isinstance(body, dict) or "error" in body or not isinstance(body.get("choices"), list):
+    if not _is_completion(head):
         error = ApiError("upstream_error", "the backend answered with something not a completion")
         return await _failed(job, to, error, served)
-    usage: dict[str, Any] = body["usage"] if isinstance(body.get("usage"), dict) else {}
-    prompt = _count(usage.get("prompt_tokens"))
-    completion = _count(usage.get("completion_tokens"))
+    found = usage_from_tail(tail) or {}
+    prompt = lifecycle.count(found.get("prompt_tokens"))
+    completion = lifecycle.count(found.get("completion_tokens"))
     if prompt is None or completion is None:
-        # No usable usage: the prompt as planned and every token asked for (the most it
-        # can have been, and never more than was reserved).
-        prompt, completion = job.prompt_tokens, job.max_tokens * job.choice_count
-    return Outcome(Status.SUCCEEDED, result=text, charge=(prompt, completion), served_model=served)
+        params = CompletionParams.model_validate(job.params)
+        prompt, completion = budget.unmetered(
+            job.prompt_tokens, params.max_tokens or 0, params.choice_count
+        )
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+    return Outcome(State.DONE, usage=usage, served_model=served, result_bytes=size)
 
 
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and 0 <= value <= 2**31 else None
+async def _store(chunks: AsyncIterator[bytes], writer: _Writer) -> tuple[bytes, bytes, int]:
+    """Write the body as it comes, a ResultChunk at a time; returns its first and last
+    bytes (for the checks and the usage) and its size. Memory: one chunk."""
+    piece = bytearray()
+    head = b""
+    tail = b""
+    size = 0
+    async for data in chunks:
+        if len(head) < HEAD_BYTES:
+            head = (head + data)[:HEAD_BYTES]
+        tail = (tail + data)[-TAIL_BYTES:]
+        size += len(data)
+        piece += data
+        while len(piece) >= ResultChunk.CHUNK_BYTES:
+            await writer.write(bytes(piece[: ResultChunk.CHUNK_BYTES]))
+            del piece[: ResultChunk.CHUNK_BYTES]
+    if piece:
+        await writer.write(bytes(piece))
+    return head, tail, size
 
 
-async def _failed(
-    job: CompletionJob, to: passthrough.Target, error: ApiError, served: str
-) -> Outcome:
+def _is_completion(head: bytes) -> bool:
+    """A JSON object that is not an error (the body is passed on unread, as the proxy
+    passes a synchronous answer: it is checked only at its start)."""
+    text = head.lstrip()
+    return text.startswith(b"{") and not text[1:].lstrip().startswith(b'"error"')
+
+
+def _no_usage() -> dict[str, int]:
+    return {"prompt_tokens": 0, "completion_tokens": 0}
+
+
+async def _failed(job: Generation, to: passthrough.Target, error: ApiError, served: str) -> Outcome:
     """As a synchronous request that failed: the prompt is charged, counted exactly
     when the stored count was only a bound."""
     prompt = job.prompt_tokens
     if not job.prompt_exact:
         counted = await passthrough.count_tokens(to, _prompts(job))
         prompt = sum(counted) if counted is not None else prompt
-    return Outcome(Status.FAILED, error=error, charge=(prompt, 0), served_model=served)
+    usage = {"prompt_tokens": prompt, "completion_tokens": 0}
+    return Outcome(State.FAILED, error=error, usage=usage, served_model=served)
 
 
-def _prompts(job: CompletionJob) -> list[str | list[int]]:
+def _prompts(job: Generation) -> list[str | list[int]]:
     try:
-        return CompletionParams.model_validate(job.request).prompts
+        return CompletionParams.model_validate(job.params).prompts
     except ValueError:
         return []
-
-
-def finish(job: CompletionJob, run_token: str, outcome: Outcome) -> bool:
-    """End a running job and settle its reservation — once, only by its claimant."""
-    with transaction.atomic():
-        row = CompletionJob.objects.select_for_update().filter(pk=job.pk).first()
-        if row is None or row.status != Status.RUNNING or row.run_token != run_token:
-            return False
-        row.result = outcome.result or ""
-        row.served_model = outcome.served_model[:300]
-        if outcome.error is not None:
-            row.error_code = outcome.error.code
-            row.error = error_body(outcome.error, row)
-        _end(row, outcome.status, charge=outcome.charge)
-        transaction.on_commit(lambda: publish(row.public_id))
-    log.info("job %s %s charged=%s code=%s", row.public_id, row.status, row.charged_tokens,
-             row.error_code or "-")  # fmt: skip
-    return True
-
-
-def error_body(error: ApiError, job: CompletionJob) -> dict[str, Any]:
-    """The envelope a synchronous request would have answered with."""
-    submission = job.api_request
-    request_id = submission.request_id if submission is not None else ""
-    return envelope(error.code, error.message, request_id=request_id, param=error.param)
-
-
-def _end(row: CompletionJob, status: str, *, charge: tuple[int, int]) -> None:
-    """Terminal: the row saved and its reservation settled to `charge`, in the caller's
-    transaction (the job's row is locked)."""
-    now = timezone.now()
-    row.status = status
-    row.finished_at = now
-    row.run_token = ""
-    prompt, completion = charge
-    charged = settle_request(
-        row.api_request_id,
-        prompt,
-        completion,
-        error_code=row.error_code,
-        served_model=row.served_model[:200],
-        finished_at=now,
-    )
-    if charged is not None:
-        row.charged_tokens = charged
-        row.usage_prompt_tokens = prompt
-        row.usage_completion_tokens = completion
-    row.save()
-
-
-def settle_request(api_request_id: int | None, prompt: int, completion: int, **fields: Any):
-    """The ledger's settle (api.ledger), inside this transaction: the reservation
-    replaced by use (never more than was reserved), exactly once. Returns the tokens
-    charged, or None when it was settled already."""
-    if api_request_id is None:
-        return None
-    req = ApiRequest.objects.select_for_update().filter(pk=api_request_id).first()
-    if req is None or req.settled:
-        return None
-    charged = min(req.reserved_tokens, prompt + completion)
-    if req.budget_month is not None and req.key_id is not None:
-        ApiKeyMonth.objects.filter(key_id=req.key_id, month=req.budget_month).update(
-            reserved=F("reserved") - req.reserved_tokens, used=F("used") + charged
-        )
-    req.settled = True
-    req.prompt_tokens = prompt
-    req.completion_tokens = completion
-    for name, value in fields.items():
-        setattr(req, name, value)
-    req.save()
-    return charged
-
-
-# --- the beat sweeps -------------------------------------------------------------------------
-
-
-def recover() -> dict[str, int]:
-    """Run again the jobs whose worker died, send again the messages that were lost."""
-    counts = {"requeued": 0, "resent": 0, "failed": 0}
-    for job in CompletionJob.objects.stale():
-        outcome = _requeue_if_stale(job.pk)
-        if outcome:
-            counts[outcome] += 1
-    for job in CompletionJob.objects.unclaimed():
-        updated = CompletionJob.objects.filter(
-            pk=job.pk, status=Status.QUEUED, enqueued_at=job.enqueued_at
-        ).update(enqueued_at=timezone.now())
-        if updated:
-            log.warning("job %s: not claimed after %ss; sent again", job.public_id,
-                        settings.WEFT_JOB_REQUEUE_SECONDS)  # fmt: skip
-            enqueue(job.pk)
-            counts["resent"] += 1
-    return counts
-
-
-def _requeue_if_stale(job_id: int) -> str:
-    with transaction.atomic():
-        row = CompletionJob.objects.stale().select_for_update().filter(pk=job_id).first()
-        if row is None:
-            return ""
-        if row.attempts >= settings.WEFT_JOB_MAX_ATTEMPTS:
-            log.warning("job %s: worker lost %s times; failed", row.public_id, row.attempts)
-            row.error_code = "internal_error"
-            row.error = error_body(
-                ApiError(
-                    "internal_error", f"the job's worker was lost {row.attempts} times; not retried"
-                ),
-                row,
-            )
-            _end(row, Status.FAILED, charge=(0, 0))
-            transaction.on_commit(lambda: publish(row.public_id))
-            return "failed"
-        # The dead worker's attempt is never settled: only the run that finishes is.
-        log.warning("job %s: worker stopped beating; queued again", row.public_id)
-        row.status = Status.QUEUED
-        row.run_token = ""
-        row.heartbeat_at = None
-        row.enqueued_at = timezone.now()
-        row.save(update_fields=["status", "run_token", "heartbeat_at", "enqueued_at"])
-        transaction.on_commit(lambda: enqueue(row.pk))
-    return "requeued"
-
-
-def expire() -> dict[str, int]:
-    """The seed's Privacy section: a job queued 24 h expires (its reservation given
-    back); request and result content go 24 h after a job ends; the compact row (id,
-    Idempotency-Key, body digest, status, tokens) goes 7 days after, once its accounting
-    is settled."""
-    now = timezone.now()
-    counts = {"queued": 0, "content": 0, "deleted": 0}
-    for job in CompletionJob.objects.queue_expired(now):
-        with transaction.atomic():
-            row = (
-                CompletionJob.objects.queue_expired(now).select_for_update().filter(pk=job.pk)
-            ).first()
-            if row is None:
-                continue
-            row.expired_from = Status.QUEUED
-            row.request = None
-            row.content_deleted_at = now
-            _end(row, Status.EXPIRED, charge=(0, 0))
-            transaction.on_commit(functools.partial(publish, row.public_id))
-            counts["queued"] += 1
-    counts["content"] = CompletionJob.objects.content_expired(now).update(
-        expired_from=F("status"),
-        status=Status.EXPIRED,
-        request=None,
-        result="",
-        error=None,
-        content_deleted_at=now,
-    )
-    counts["deleted"], _ = CompletionJob.objects.metadata_expired(now).delete()
-    if any(counts.values()):
-        log.info("jobs expired: %s", counts)
-    return counts

@@ -1,15 +1,17 @@
-"""Per-key monthly token budgets for the API: reserve the worst case, clamp, settle.
+"""The /v1 proxy's side of the one ledger (completions.budget): reserve the worst case,
+clamp, settle — from the ASGI event loop.
 
-Like the pages' budget (completions/budget.py) a request reserves its worst case
-(prompt tokens + choices × max_tokens) under SELECT ... FOR UPDATE on the key's month
-row before anything is sent, and the reservation is replaced by actual use when it ends
-— so concurrent requests can never overshoot. Unlike the pages, the API clamps: when
-max_tokens does not fit what is left, it is reduced to what does.
+A request reserves its worst case (prompt tokens + choices × max_tokens) on its user's
+API allowance and its key's cap together, with the ledger's own statement
+(`weft_reserve`, which locks both accounts), before anything is sent, and the
+reservation is replaced by actual use when it ends — so concurrent requests, over any
+number of keys and web processes, can never overshoot. Unlike the pages, the API
+clamps: when max_tokens does not fit what is left, it is reduced to what does.
 
 The proxy runs in the ASGI event loop, so this module talks to Postgres with psycopg's
 async connections from a small per-loop pool (Django's async ORM would hop to a
-thread for every query, and a transaction cannot span those hops). The rows are the
-Django models ApiKeyMonth / ApiRequest; the synchronous readers below use the ORM.
+thread for every query). The rows are the Django models BudgetMonth / ApiRequest; the
+synchronous readers below use the ORM.
 
 Concurrent requests' statements travel together (api.batching): what arrives while a
 batch is out goes in the next one, sent as one pipeline, run as one transaction — one
@@ -22,7 +24,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -38,14 +40,16 @@ from psycopg.pq import TransactionStatus
 from api import batching
 from api.errors import ApiError
 from api.limits import active_key
-from api.models import ApiKey, ApiKeyMonth, ApiRequest
+from api.models import ApiKey, ApiRequest
+from completions import budget
 from completions.budget import month_of, next_reset
+from completions.models import BudgetMonth
 
 log = logging.getLogger(__name__)
 
-MONTHS = "api_apikeymonth"
+MONTHS = "completions_budgetmonth"
 REQUESTS = "api_apirequest"
-assert ApiKeyMonth._meta.db_table == MONTHS and ApiRequest._meta.db_table == REQUESTS
+assert BudgetMonth._meta.db_table == MONTHS and ApiRequest._meta.db_table == REQUESTS
 POOL_MAX = 24
 POOL_IDLE = POOL_MAX  # a burst's connections stay for the next: connecting costs more than a query
 
@@ -68,6 +72,11 @@ class _Pool:
         # Each statement is short; a burst waits for a connection rather than opening
         # one per request (several web processes share Postgres' max_connections).
         self.slots = asyncio.Semaphore(POOL_MAX)
+
+    async def drop_idle(self) -> None:
+        while self.idle:
+            with contextlib.suppress(Exception):
+                await self.idle.pop().close()
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
@@ -147,27 +156,47 @@ async def _outcomes(batch: list[batching.Call]) -> list[Any]:
 
 
 async def _pipelined(statements: list[_Statement]) -> list[Any]:
-    async with _pool().connection() as conn:
-        async with conn.pipeline():
-            cursors = [await conn.execute(each.sql, each.params) for each in statements]
-        pairs = zip(statements, cursors, strict=True)
-        return [await cur.fetchone() if each.fetch else None for each, cur in pairs]
+    async def once() -> list[Any]:
+        async with _pool().connection() as conn:
+            async with conn.pipeline():
+                cursors = [await conn.execute(each.sql, each.params) for each in statements]
+            pairs = zip(statements, cursors, strict=True)
+            return [await cur.fetchone() if each.fetch else None for each, cur in pairs]
+
+    return await _live(once)
 
 
 async def _alone(statement: _Statement) -> Any:
-    async with _pool().connection() as conn:
-        cur = await conn.execute(statement.sql, statement.params)
-        return await cur.fetchone() if statement.fetch else None
+    async def once() -> Any:
+        async with _pool().connection() as conn:
+            cur = await conn.execute(statement.sql, statement.params)
+            return await cur.fetchone() if statement.fetch else None
+
+    return await _live(once)
+
+
+async def _live[T](once: Callable[[], Awaitable[T]]) -> T:
+    """Run once; if the connection was dead (Postgres restarted: every idle one is, then),
+    drop the idle ones and run again on a new connection. Each statement here is
+    once-only by itself, so running it again is safe."""
+    try:
+        return await once()
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        log.warning("api ledger: database connection lost (%s); reconnecting", type(exc).__name__)
+        await _pool().drop_idle()
+        return await once()
 
 
 async def _run(
-    key_id: int,
+    user_id: int,
     statement: _Statement,
     *,
     urgent: bool = False,
     orphaned: Callable[[Any], None] | None = None,
 ) -> Any:
-    call = batching.Call(statement, order=key_id, orphaned=orphaned)
+    # In user order: every statement locks accounts of one user only, so batches that
+    # take users in the same order can never deadlock.
+    call = batching.Call(statement, order=user_id, orphaned=orphaned)
     return await batching.batcher("ledger", _outcomes).run(call, urgent=urgent)
 
 
@@ -177,15 +206,12 @@ async def _run(
 @dataclass
 class Reservation:
     request_id: str
+    user_id: int
     key_id: int
     month: dt.date
     reserved: int
     max_tokens: int  # what may be generated per choice (clamped or not)
     clamped: bool
-
-
-def max_tokens_fit(left: int, prompt_tokens: int, choices: int) -> int:
-    return max(0, (left - prompt_tokens) // max(1, choices))
 
 
 def budget_exceeded(left: int, prompt_tokens: int) -> ApiError:
@@ -200,27 +226,29 @@ def budget_exceeded(left: int, prompt_tokens: int) -> ApiError:
     )
 
 
-# The fast path, one statement (one round trip, autocommit): the month row is created
-# or locked by ON CONFLICT DO UPDATE, which sees its latest committed version, and is
-# only updated WHERE the whole worst case fits; the request's row is inserted only if
-# the reservation was. Anything else (a clamp, a refusal) takes the locked slow path.
-FAST_RESERVE = """
-WITH r AS (
-    INSERT INTO api_apikeymonth AS m (key_id, month, used, reserved)
-    VALUES (%(key_id)s, %(month)s, 0, %(asked)s)
-    ON CONFLICT (key_id, month) DO UPDATE SET reserved = m.reserved + %(asked)s
-    WHERE %(budget)s - m.used - m.reserved >= %(asked)s
-    RETURNING m.id
+# One statement (one round trip, autocommit): the ledger's weft_reserve locks the user's
+# allowance and the key's cap, reserves what fits (all of it, or with `clamp` as many
+# tokens per choice as fit, at least one), and the request's row is inserted only if it
+# reserved. Its fit and what was left come back either way.
+RESERVE = """
+WITH r AS (SELECT fit, left_tokens FROM weft_reserve(
+    %(accounts)s, %(budgets)s, %(user)s, %(month)s, %(prompt)s, %(choices)s,
+    %(max_tokens)s, %(clamp)s)),
+ins AS (
+    INSERT INTO api_apirequest ({columns}, reserved_tokens)
+    SELECT {values}, %(prompt)s + %(choices)s * r.fit FROM r WHERE r.fit >= %(need)s
 )
-INSERT INTO api_apirequest ({columns}) SELECT {values} FROM r RETURNING id
+SELECT fit, left_tokens FROM r
 """
 
 
 async def reserve(
     row: dict[str, Any],
     *,
+    user_id: int,
     key_id: int,
-    budget: int,
+    key_budget: int,
+    allowance: int,
     prompt_tokens: int,
     choices: int,
     max_tokens: int,
@@ -229,56 +257,40 @@ async def reserve(
     """Reserve prompt_tokens + choices × max_tokens, or as much of it as fits (max_tokens
     reduced), and insert the request's metadata row with it. Raises ApiError
     budget_exceeded when not even one token per choice fits. `tentative` (prompt_tokens
-    is only a bound): reserve nothing and return None instead of clamping or refusing,
-    so the caller can count exactly and ask again."""
+    is only a bound): reserve only the whole, else nothing and return None, so the caller
+    can count exactly and ask again."""
     month = month_of()
-    asked = prompt_tokens + choices * max_tokens
-    full = {**row, "reserved_tokens": asked, "budget_month": month, "settled": False}
-    if asked <= budget:  # a new month row starts empty: then it fits
-        names = [name for name in full if name in _COLUMNS]
-        sql = FAST_RESERVE.format(
-            columns=", ".join(names), values=", ".join(f"%({n})s" for n in names)
-        )
-        params = {**{n: full[n] for n in names}, "key_id": key_id, "month": month,
-                  "asked": asked, "budget": budget}  # fmt: skip
-        made = Reservation(row["request_id"], key_id, month, asked, max_tokens, False)
-        statement = _Statement(sql, params, fetch=True)
-        reserved = await _run(key_id, statement, urgent=True, orphaned=partial(_orphaned, made))
-        if reserved is not None:
-            return made
-    async with _pool().connection() as conn, conn.transaction():
-        await conn.execute(
-            "INSERT INTO api_apikeymonth (key_id, month, used, reserved) "
-            "VALUES (%s, %s, 0, 0) ON CONFLICT (key_id, month) DO NOTHING",
-            (key_id, month),
-        )
-        cur = await conn.execute(
-            "SELECT used, reserved FROM api_apikeymonth "
-            "WHERE key_id = %s AND month = %s FOR UPDATE",
-            (key_id, month),
-        )
-        month_row = await cur.fetchone()
-        assert month_row is not None  # the INSERT … DO NOTHING above made sure of it
-        used, reserved_now = month_row
-        left = max(0, budget - used - reserved_now)
-        fit = min(max_tokens, max_tokens_fit(left, prompt_tokens, choices))
-        if tentative and fit < max_tokens:
+    accounts = budget.api_accounts(user_id, key_id, key_budget, allowance)
+    full = {**row, "budget_month": month, "settled": False}
+    names = [name for name in full if name in _COLUMNS and name != "reserved_tokens"]
+    sql = RESERVE.format(columns=", ".join(names), values=", ".join(f"%({n})s" for n in names))
+    params = {
+        **{n: full[n] for n in names},
+        **budget.reserve_params(
+            accounts, user_id=user_id, month=month, prompt_tokens=prompt_tokens,
+            choices=choices, max_tokens=max_tokens, clamp=not tentative,
+        ),
+        "need": max_tokens if tentative else 1,
+    }  # fmt: skip
+    made = Reservation(row["request_id"], user_id, key_id, month, 0, max_tokens, False)
+    statement = _Statement(sql, params, fetch=True)
+    need = params["need"]
+    orphaned = partial(_orphaned, made, need)
+    fit, left = await _run(user_id, statement, urgent=True, orphaned=orphaned)
+    if fit < need:
+        if tentative:
             return None
-        if fit < 1:
-            raise budget_exceeded(left, prompt_tokens)
-        asked = prompt_tokens + choices * fit
-        await conn.execute(
-            "UPDATE api_apikeymonth SET reserved = reserved + %s WHERE key_id = %s AND month = %s",
-            (asked, key_id, month),
-        )
-        await _insert(conn, {**full, "reserved_tokens": asked})
-    return Reservation(row["request_id"], key_id, month, asked, fit, fit < max_tokens)
+        raise budget_exceeded(left, prompt_tokens)
+    made.reserved = prompt_tokens + max(1, choices) * fit
+    made.max_tokens = fit
+    made.clamped = fit < max_tokens
+    return made
 
 
-def _orphaned(res: Reservation, made: Any) -> None:
+def _orphaned(res: Reservation, need: int, made: Any) -> None:
     """A reservation made for a request that was cancelled meanwhile (its client gone):
     nothing will be generated under it, so it is given back at once."""
-    if made is not None:
+    if made is not None and made[0] >= need:
         later(settle(res, 0, 0, status=499, error_code="client_closed", finished_at=timezone.now()))
 
 
@@ -299,14 +311,24 @@ async def _logged(write: Any) -> None:
         log.error("api ledger write failed: %s", type(exc).__name__)
 
 
+# Once only: a row not settled (its reservation is subtracted), or one the dead-process
+# sweep released while it was in fact still running (its Redis lease was lost: only the
+# charge is added). The two accounts are the ones weft_reserve drew on.
 SETTLE = """
-WITH s AS (
-    UPDATE api_apirequest SET settled = true, {sets}
-    WHERE request_id = %(request_id)s AND NOT settled
-    RETURNING key_id, budget_month, reserved_tokens
+WITH old AS (
+    SELECT id, settled, released_at IS NOT NULL AS released, reserved_tokens, user_id,
+        key_id, budget_month
+    FROM api_apirequest WHERE request_id = %(request_id)s FOR UPDATE
+), s AS (
+    UPDATE api_apirequest a SET settled = true, released_at = NULL, {sets}
+    FROM old WHERE a.id = old.id AND (NOT old.settled OR old.released)
+    RETURNING old.released, old.reserved_tokens, old.user_id, old.key_id, old.budget_month
 )
-UPDATE api_apikeymonth m SET reserved = m.reserved - s.reserved_tokens, used = m.used + %(charged)s
-FROM s WHERE m.key_id = s.key_id AND m.month = s.budget_month
+UPDATE completions_budgetmonth m
+SET reserved = m.reserved - CASE WHEN s.released THEN 0 ELSE s.reserved_tokens END,
+    used = m.used + LEAST(s.reserved_tokens, %(used)s)
+FROM s WHERE m.month = s.budget_month
+    AND m.account IN ('api:' || s.user_id, 'key:' || s.key_id)
 """
 
 
@@ -319,8 +341,9 @@ async def settle(
     fields = {**fields, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
     names = [name for name in fields if name in _COLUMNS]
     sql = SETTLE.format(sets=", ".join(f"{n} = %({n})s" for n in names))
-    params = {**{n: fields[n] for n in names}, "request_id": res.request_id, "charged": charged}
-    await _run(res.key_id, _Statement(sql, params, fetch=False))
+    params = {**{n: fields[n] for n in names}, "request_id": res.request_id,
+              "used": prompt_tokens + completion_tokens}  # fmt: skip
+    await _run(res.user_id, _Statement(sql, params, fetch=False))
     return charged
 
 
@@ -338,18 +361,13 @@ def _insert_sql(names: list[str]) -> str:
     return f"INSERT INTO {REQUESTS} ({columns}) VALUES ({marks})"  # noqa: S608 - names are ours
 
 
-async def _insert(conn: psycopg.AsyncConnection, row: dict[str, Any]) -> None:
-    names, values = _row_values(row)
-    await conn.execute(_insert_sql(names), values)
-
-
 async def record(row: dict[str, Any]) -> None:
     """The metadata row of a request that reserved nothing (refused, invalid, a listing).
     A row already there is left alone: a request cancelled while its reservation was
     being made has that row, settled by _orphaned."""
     names, values = _row_values({**row, "settled": True})
     sql = f"{_insert_sql(names)} ON CONFLICT (request_id) DO NOTHING"
-    await _run(row.get("key_id") or 0, _Statement(sql, values, fetch=False))
+    await _run(row.get("user_id") or 0, _Statement(sql, values, fetch=False))
 
 
 def request_row(**fields: Any) -> dict[str, Any]:
@@ -376,18 +394,9 @@ def request_row(**fields: Any) -> dict[str, Any]:
 
 
 def usage_summary(key: ApiKey, month: dt.date | None = None) -> dict[str, int]:
-    """This month's tokens of one key: {budget, used, reserved, remaining}."""
-    month = month or month_of()
-    row = ApiKeyMonth.objects.filter(key=key, month=month).first()
-    budget = key.budget_tokens()
-    used = row.used if row else 0
-    reserved = row.reserved if row else 0
-    return {
-        "budget": budget,
-        "used": used,
-        "reserved": reserved,
-        "remaining": max(0, budget - used - reserved),
-    }
+    """This month's tokens of one key against its cap: {budget, used, reserved,
+    remaining} — remaining also bounded by what is left of the user's allowance."""
+    return budget.key_summary(key, month)
 
 
 def key_totals(key: ApiKey, month: dt.date | None = None) -> dict[str, int]:
@@ -428,12 +437,12 @@ def release_stale() -> int:
     """Give back the reservations of requests whose web process died before settling.
     A request in flight holds a lease in Redis (api.limits) that it renews; a row still
     unsettled well past a lease's life, whose lease is gone, has no process left to
-    settle it. What it generated is unknown, so nothing is charged. Returns how many."""
+    settle it. What it generated is unknown, so nothing is charged now; but a lease can
+    also be lost while its request runs on (Redis restarted, a long stall), so the row is
+    marked released, and a settle that arrives later still charges what was used.
+    Returns how many."""
     grace = dt.timedelta(seconds=2 * settings.WEFT_API_LEASE_SECONDS + 5)
-    # A completion job's reservation waits for its worker, however long it is queued.
-    candidates = ApiRequest.objects.filter(
-        settled=False, created_at__lt=timezone.now() - grace, job__isnull=True
-    )
+    candidates = ApiRequest.objects.filter(settled=False, created_at__lt=timezone.now() - grace)
     client = redis.Redis.from_url(settings.REDIS_URL)
     seconds, micros = client.time()
     now_ms = seconds * 1000 + micros // 1000
@@ -448,14 +457,16 @@ def release_stale() -> int:
             locked = ApiRequest.objects.select_for_update().get(pk=row.pk)
             if locked.settled:
                 continue
-            if locked.budget_month is not None:  # None: refused before any reservation
-                ApiKeyMonth.objects.filter(key_id=locked.key_id, month=locked.budget_month).update(
-                    reserved=F("reserved") - locked.reserved_tokens
-                )
+            if locked.budget_month is not None and locked.user_id is not None:
+                BudgetMonth.objects.filter(
+                    account__in=budget.account_names(locked.user_id, locked.key_id),
+                    month=locked.budget_month,
+                ).update(reserved=F("reserved") - locked.reserved_tokens)
             locked.settled = True
+            locked.released_at = timezone.now()
             locked.error_code = locked.error_code or "process_lost"
-            locked.finished_at = timezone.now()
-            locked.save(update_fields=["settled", "error_code", "finished_at"])
+            locked.finished_at = locked.released_at
+            locked.save(update_fields=["settled", "released_at", "error_code", "finished_at"])
             released += 1
     client.close()
     if released:

@@ -14,7 +14,9 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import models
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ObjectDoesNotExist
+from django.db import models, transaction
 from django.utils import timezone
 
 SECRET_PREFIX = "weft-"
@@ -24,6 +26,15 @@ TOUCH_EVERY = timedelta(minutes=1)
 
 def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class TooManyKeys(Exception):
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"You already have {limit} live API keys, the most one user may have. "
+            "Revoke one you no longer use, then make the new one."
+        )
 
 
 def split_secret(secret: str) -> tuple[str, str] | None:
@@ -36,6 +47,11 @@ def split_secret(secret: str) -> tuple[str, str] | None:
     return prefix, rest
 
 
+# A key is looked up with what its budgets need (the user's allowance override), so the
+# proxy never queries for them on its event loop.
+KEY_RELATED = ("user", "user__token_budget")
+
+
 class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
     def for_user(self, user) -> ApiKeyQuerySet:
         return self.filter(user=user)
@@ -44,7 +60,17 @@ class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
         return self.filter(revoked_at__isnull=True)
 
     def create_key(self, user, name: str, budget: int | None = None) -> tuple[ApiKey, str]:
-        """A new key and its secret — the only time the secret exists in clear."""
+        """A new key and its secret — the only time the secret exists in clear. Raises
+        TooManyKeys past WEFT_API_MAX_KEYS_PER_USER live keys: the user's row is locked
+        while counting, so two requests at once cannot both make the last one."""
+        with transaction.atomic():
+            get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+            live = self.filter(user=user, revoked_at__isnull=True).count()
+            if live >= settings.WEFT_API_MAX_KEYS_PER_USER:
+                raise TooManyKeys(settings.WEFT_API_MAX_KEYS_PER_USER)
+            return self._make(user, name, budget)
+
+    def _make(self, user, name: str, budget: int | None) -> tuple[ApiKey, str]:
         while True:
             prefix = SECRET_PREFIX + secrets.token_hex(PREFIX_CHARS // 2)
             if not self.filter(prefix=prefix).exists():
@@ -63,7 +89,7 @@ class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
         parts = split_secret(secret)
         if parts is None:
             return None
-        return self.select_related("user").filter(prefix=parts[0]).first()
+        return self.select_related(*KEY_RELATED).filter(prefix=parts[0]).first()
 
     @staticmethod
     def _accepts(key: ApiKey | None, secret: str) -> bool:
@@ -81,7 +107,7 @@ class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
         parts = split_secret(secret)
         if parts is None:
             return None
-        key = await self.select_related("user").filter(prefix=parts[0]).afirst()
+        key = await self.select_related(*KEY_RELATED).filter(prefix=parts[0]).afirst()
         return key if self._accepts(key, secret) else None
 
 
@@ -98,8 +124,9 @@ class ApiKey(models.Model):
     monthly_budget = models.PositiveBigIntegerField(
         null=True,
         blank=True,
-        help_text="Prompt + completion tokens per calendar month (UTC); empty: "
-        "WEFT_API_KEY_MONTHLY_BUDGET.",
+        help_text="This key's part of its user's API allowance: prompt + completion tokens "
+        "per calendar month (UTC); empty: WEFT_API_KEY_MONTHLY_BUDGET. A request must fit "
+        "in both this and what is left of the user's allowance.",
     )
 
     objects = ApiKeyQuerySet.as_manager()
@@ -116,9 +143,20 @@ class ApiKey(models.Model):
         return self.revoked_at is not None
 
     def budget_tokens(self) -> int:
+        """This key's own monthly cap (the user's allowance bounds it too)."""
         if self.monthly_budget is not None:
             return self.monthly_budget
         return settings.WEFT_API_KEY_MONTHLY_BUDGET
+
+    def allowance_tokens(self) -> int:
+        """The API allowance this key's user shares among all their keys (the user's
+        override, else WEFT_API_USER_MONTHLY_BUDGET); completions.budget.api_allowance
+        reads the same from the database."""
+        try:
+            override = self.user.token_budget.api_monthly_tokens
+        except ObjectDoesNotExist:
+            override = None
+        return settings.WEFT_API_USER_MONTHLY_BUDGET if override is None else override
 
     def revoke(self) -> None:
         if self.revoked_at is None:
@@ -135,40 +173,8 @@ class ApiKey(models.Model):
         ).update(last_used_at=now)
         self.last_used_at = now
 
-    async def atouch(self) -> None:
-        now = timezone.now()
-        if self.last_used_at is not None and now - self.last_used_at < TOUCH_EVERY:
-            return
-        await (
-            ApiKey.objects.filter(pk=self.pk)
-            .filter(
-                models.Q(last_used_at__isnull=True) | models.Q(last_used_at__lt=now - TOUCH_EVERY)
-            )
-            .aupdate(last_used_at=now)
-        )
-        self.last_used_at = now
 
-
-# --- below: the proxy's ledger and request metadata (owned by the /v1 proxy) ---------
-
-
-class ApiKeyMonth(models.Model):
-    """One key's tokens in one UTC calendar month: `reserved` holds the worst case of
-    requests in flight, `used` what finished requests actually cost. A new month is a new
-    row, so nothing is ever reset."""
-
-    key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="months")
-    month = models.DateField()
-    used = models.BigIntegerField(default=0)
-    reserved = models.BigIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["key", "month"], name="api_key_month_unique")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.key_id} {self.month:%Y-%m}: {self.used} used, {self.reserved} reserved"
+# --- below: request metadata (owned by the /v1 proxy) --------------------------------
 
 
 class ApiRequestQuerySet(models.QuerySet):
@@ -178,7 +184,10 @@ class ApiRequestQuerySet(models.QuerySet):
 
 class ApiRequest(models.Model):
     """Metadata of one authenticated /v1 request — never its prompt or completion text.
-    A row with `settled=False` still holds `reserved_tokens` in its key's month."""
+    A row with `settled=False` still holds `reserved_tokens` in its key's and its user's
+    month (completions.budget's accounts). `released_at`: the dead-process sweep gave the
+    reservation back while the request may still have been running (its Redis lease was
+    lost); a settle arriving later still charges what was used."""
 
     request_id = models.CharField(max_length=40, unique=True)
     key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, related_name="requests")
@@ -198,6 +207,7 @@ class ApiRequest(models.Model):
     reserved_tokens = models.PositiveBigIntegerField(default=0)
     budget_month = models.DateField(null=True, blank=True)
     settled = models.BooleanField(default=True)
+    released_at = models.DateTimeField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -223,144 +233,9 @@ class ApiRequest(models.Model):
         return self.prompt_tokens + self.completion_tokens
 
 
-# --- below: completion jobs (Prefer: respond-async) and their harvest ------------------
-
 JOB_ID_PREFIX = "job-"
 
 
 def new_job_id() -> str:
+    """A job's public id (also the default of migration 0003's old job table)."""
     return JOB_ID_PREFIX + secrets.token_hex(12)
-
-
-class CompletionJobQuerySet(models.QuerySet["CompletionJob"]):
-    def for_key(self, key: ApiKey) -> CompletionJobQuerySet:
-        return self.filter(key=key)
-
-    def stale(self, now=None) -> CompletionJobQuerySet:
-        """Running jobs whose worker stopped beating: it died mid-job."""
-        now = now or timezone.now()
-        cutoff = now - timedelta(seconds=settings.WEFT_GENERATION_STALE_SECONDS)
-        return self.filter(status=CompletionJob.Status.RUNNING, heartbeat_at__lt=cutoff)
-
-    def unclaimed(self, now=None) -> CompletionJobQuerySet:
-        """Queued jobs whose Celery message was sent long ago: it may be lost (a Redis
-        restart without persistence loses the broker's queue)."""
-        now = now or timezone.now()
-        cutoff = now - timedelta(seconds=settings.WEFT_JOB_REQUEUE_SECONDS)
-        return self.filter(status=CompletionJob.Status.QUEUED, enqueued_at__lt=cutoff)
-
-    def queue_expired(self, now=None) -> CompletionJobQuerySet:
-        now = now or timezone.now()
-        return self.filter(status=CompletionJob.Status.QUEUED, created_at__lt=now - JOB_QUEUED_TTL)
-
-    def content_expired(self, now=None) -> CompletionJobQuerySet:
-        """Terminal jobs whose request and result content must go (24 h after the end)."""
-        now = now or timezone.now()
-        return self.filter(
-            status__in=CompletionJob.CONTENT_TERMINAL,
-            finished_at__lt=now - JOB_CONTENT_TTL,
-        )
-
-    def metadata_expired(self, now=None) -> CompletionJobQuerySet:
-        """Jobs past the 7 days their compact metadata is kept, accounting resolved."""
-        now = now or timezone.now()
-        return self.filter(
-            status=CompletionJob.Status.EXPIRED, finished_at__lt=now - JOB_METADATA_TTL
-        ).filter(models.Q(api_request__isnull=True) | models.Q(api_request__settled=True))
-
-
-# The seed's Privacy section: queued jobs expire after 24 h; request/result content 24 h
-# after the job becomes terminal; compact metadata 7 days after completion.
-JOB_QUEUED_TTL = timedelta(hours=24)
-JOB_CONTENT_TTL = timedelta(hours=24)
-JOB_METADATA_TTL = timedelta(days=7)
-
-
-class CompletionJob(models.Model):
-    """A POST /v1/completions sent with `Prefer: respond-async`: validated, budgeted and
-    reserved at submission like a synchronous request, run on a Celery worker, harvested
-    with GET /v1/harvest/<public_id>. `result` is the backend's body verbatim (text, so
-    not a byte of it is re-shaped); `api_request` is the submission's metadata row, which
-    holds the reservation until the job settles."""
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-        EXPIRED = "expired"
-
-    ACTIVE = frozenset({Status.QUEUED, Status.RUNNING})
-    TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.EXPIRED})
-    CONTENT_TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.CANCELLED})
-
-    public_id = models.CharField(max_length=40, unique=True, default=new_job_id, editable=False)
-    key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="jobs")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="completion_jobs"
-    )
-    api_request = models.OneToOneField(
-        ApiRequest, on_delete=models.SET_NULL, null=True, blank=True, related_name="job"
-    )
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    # What it was before its content expired (queued: it never ran).
-    expired_from = models.CharField(max_length=16, blank=True)
-    model = models.CharField(max_length=200)
-    workload = models.CharField(max_length=16, blank=True)
-
-    # Deduplication: the client's Idempotency-Key and a digest of the canonical body.
-    idempotency_key = models.CharField(max_length=255, blank=True)
-    body_sha256 = models.CharField(max_length=64)
-
-    # Content, deleted JOB_CONTENT_TTL after the job ends.
-    request = models.JSONField(null=True, blank=True, help_text="The body sent upstream.")
-    result = models.TextField(blank=True, help_text="The backend's body, verbatim.")
-    error = models.JSONField(null=True, blank=True, help_text="The error envelope.")
-
-    # Compact metadata, kept JOB_METADATA_TTL.
-    error_code = models.CharField(max_length=64, blank=True)
-    clamped = models.CharField(max_length=120, blank=True)
-    prompt_tokens = models.PositiveIntegerField(default=0, help_text="Exact or an upper bound.")
-    prompt_exact = models.BooleanField(default=True)
-    choice_count = models.PositiveIntegerField(default=1)
-    max_tokens = models.PositiveIntegerField(default=0, help_text="Applied, after any clamp.")
-    usage_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    usage_completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-    charged_tokens = models.PositiveBigIntegerField(null=True, blank=True)
-    served_model = models.CharField(max_length=300, blank=True)
-
-    run_token = models.CharField(max_length=64, blank=True, help_text="The worker running it.")
-    attempts = models.PositiveSmallIntegerField(default=0)
-    cancel_requested = models.BooleanField(default=False)
-
-    created_at = models.DateTimeField(default=timezone.now)
-    enqueued_at = models.DateTimeField(default=timezone.now)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    content_deleted_at = models.DateTimeField(null=True, blank=True)
-
-    objects = CompletionJobQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["key", "idempotency_key"],
-                condition=~models.Q(idempotency_key=""),
-                name="api_job_idempotency_unique",
-            )
-        ]
-        indexes = [
-            models.Index(fields=["status", "heartbeat_at"], name="api_job_status_beat"),
-            models.Index(fields=["status", "finished_at"], name="api_job_status_finished"),
-            models.Index(fields=["status", "created_at"], name="api_job_status_created"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.public_id} ({self.status})"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in self.TERMINAL

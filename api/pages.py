@@ -13,14 +13,16 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from api import openapi, snippets
 from api.forms import KeyForm
 from api.ledger import usage_summary
-from api.models import ApiKey
+from api.models import ApiKey, TooManyKeys
 from core.shortcuts import HtmxRequest
 
 PAGE = "api/keys.html"
 
 
 def _rows(user) -> list[tuple[ApiKey, dict[str, int]]]:
-    return [(key, usage_summary(key)) for key in ApiKey.objects.for_user(user)]
+    return [
+        (key, usage_summary(key)) for key in ApiKey.objects.for_user(user).select_related("user")
+    ]
 
 
 def api_base_url(request: HttpRequest) -> str:
@@ -34,8 +36,14 @@ def keys(request: HtmxRequest) -> HttpResponse:
     context: dict = {"form": form, "api_base": api_base_url(request)}
     status = 200
     if request.method == "POST":
+        made = None
         if form.is_valid():
-            key, secret = ApiKey.objects.create_key(request.user, form.cleaned_data["name"])
+            try:
+                made = ApiKey.objects.create_key(request.user, form.cleaned_data["name"])
+            except TooManyKeys as refusal:
+                form.add_error(None, str(refusal))
+        if made is not None:
+            key, secret = made
             model = snippets.default_model_id()
             context.update(
                 created=key,

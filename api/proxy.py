@@ -22,11 +22,11 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from api import auth, ledger, limits, turns
+from api import auth, bodies, ledger, limits, turns
 from api.errors import ERRORS, ApiError
 from api.harvest import JobRequest
-from api.http import GZIP_MIN_BYTES, GzipStream, Request, log_bug
-from completions import passthrough
+from api.http import GZIP_MIN_BYTES, ClientGone, GzipStream, Request, log_bug
+from completions import budget, passthrough
 from completions.client import alist_models, prompt_token_bound
 from completions.errors import BackendError, BackendUnavailable, ModelNotFound, UpstreamTimeout
 from completions.schema import (
@@ -165,8 +165,10 @@ async def reserve(plan: Plan, key: Any, row: dict[str, Any], arrived: float) -> 
         async with turns.turn(arrived):
             res = await ledger.reserve(
                 row,
+                user_id=key.user_id,
                 key_id=key.pk,
-                budget=key.budget_tokens(),
+                key_budget=key.budget_tokens(),
+                allowance=key.allowance_tokens(),
                 prompt_tokens=plan.prompt_tokens,
                 choices=choices,
                 max_tokens=plan.applied,
@@ -403,25 +405,17 @@ def _row(req: Request, key: Any, endpoint: str, **fields: Any) -> dict[str, Any]
     )
 
 
-def _parse_json(raw: bytes | None) -> Any:
-    if raw is None:
-        raise ApiError(
-            "request_too_large",
-            f"the body is larger than {settings.WEFT_API_MAX_BODY_BYTES:,} bytes",
-        )
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError("invalid_request", "the body is not valid JSON") from None
-
-
 async def completions(req: Request) -> None:
     key = await auth.authenticate(req.headers)
-    raw = await req.read_body()
-    await req.until_disconnect(_completions(req, key, raw))
+    # A small body (declared so) is read at once, as it costs nothing; a large one only
+    # once the request has its place among the key's active requests.
+    declared = req.headers.get("content-length", "")
+    small = declared.isdigit() and int(declared) < bodies.BIG_BODY_BYTES
+    raw = await req.read_body() if small else None
+    await req.until_disconnect(_completions(req, key, raw, small), reads_body=not small)
 
 
-async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
+async def _completions(req: Request, key: Any, raw: bytes | None, read: bool) -> None:
     row = _row(req, key, "/v1/completions")
     res: ledger.Reservation | None = None
     meter = Meter(0)
@@ -430,13 +424,17 @@ async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
     handed_off = False  # a job's reservation is the worker's to settle
     try:
         async with limits.slot_for(key.pk, req.id, partial(turns.turn, req.started)):
-            data = _parse_json(raw)
+            # Read and parsed with a place taken: a key's flood of large bodies waits
+            # in its own queue, and is never parsed on the event loop.
+            if not read:
+                raw = await req.read_body()
+            data = await bodies.parse(raw, settings.WEFT_API_MAX_BODY_BYTES)
             job = JobRequest.of(req, data)  # Prefer: respond-async
             if job is not None and await job.replayed(key):
                 return
             plan = await make_plan(data)
             if job is not None:
-                job.check(plan)
+                await job.check(key, plan)
             row.update(model=plan.target.model.id, stream=bool(plan.params.stream))
             res = await reserve(plan, key, row, req.started)
             meter.prompt_tokens = plan.prompt_tokens
@@ -455,7 +453,7 @@ async def _completions(req: Request, key: Any, raw: bytes | None) -> None:
         if plan is not None and from_upstream and "X-Acs-Upstream-Model" not in req.extra_headers:
             _upstream_headers(req, None, plan.target)
         await req.error(exc)
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, ClientGone):
         failure = "client_closed"
         raise
     except Exception as exc:
@@ -497,6 +495,9 @@ async def _settle(
     res: ledger.Reservation, meter: Meter, plan: Plan, fields: dict[str, Any], elapsed: float
 ) -> None:
     prompt, completion = meter.bill()
+    if meter.usage is None and not plan.params.stream and not fields["error_code"]:
+        # A whole JSON answer that says nothing of its usage: charged as a job's is.
+        completion = budget.unmetered(0, res.max_tokens, plan.params.choice_count)[1]
     if meter.usage is None and not plan.exact:
         # No usage from the backend (a cut, a client gone): count the prompt exactly
         # rather than charge its byte bound.

@@ -7,10 +7,10 @@ and executed by the ordinary Celery workers with the door's claim / checkpoint /
 settle machinery. The Workbench can therefore open any row as it opens any run.
 
 Bounded concurrency: at most WEFT_BATCH_CONCURRENCY batch generations are queued or
-running at once, over every user's batches (a slot goes round the running batches in
-turn). A batch never puts more than that in Celery's queue, so an interactive run
-waits behind at most that many batch tasks, and the worker threads beyond it stay free
-for the pages. Feeding happens when a batch starts, each time one of its generations
+running at once, over every user's batches (a slot goes round the users with running
+batches in turn, then round each user's batches). They run on the bulk worker pool
+(config.lanes), beside API jobs, owners taking turns there too (completions.scheduler),
+so a page run never waits behind them. Feeding happens when a batch starts, each time one of its generations
 finishes (in the worker, on the door's generation_finished signal), and every few
 seconds from beat (`batch.tasks.sweep_batches`), which also resumes feeding after a
 restart and records any finished generation a lost signal left unrecorded.
@@ -27,7 +27,7 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
 
 from batch.models import Batch, BatchItem
@@ -46,9 +46,6 @@ log = logging.getLogger(__name__)
 KIND = "workbench"  # the Workbench opens a batch row like any of its runs
 FEED_TASK = "batch.tasks.feed_batches"
 FEED_LOCK = 0x62617463  # pg advisory lock: one feeder at a time ("batc")
-# A row whose worker died (worker_lost: a restart, a kill) is sent again this often
-# before it counts as failed.
-MAX_ATTEMPTS = 2
 COUNT_CHUNK, COUNT_THREADS = 250, 4
 ItemState = BatchItem.State
 
@@ -211,11 +208,19 @@ def feed() -> int:
 
 
 def _start_next(exclude_batch: int | None = None) -> bool:
-    """Start the next pending prompt, round robin over running batches (the one fed
-    longest ago first). Pending rows are taken with SKIP LOCKED: two starters never
-    take the same prompt, and neither waits for the other."""
-    batches = Batch.objects.filter(state=Batch.State.RUNNING).select_related("owner")
-    for batch in batches.order_by(F("fed_at").asc(nulls_first=True), "pk")[:50]:
+    """Start the next pending prompt, owners in turn (the user fed longest ago first,
+    so a user with many batches gets no more slots than a user with one), then that
+    user's batch fed longest ago. Pending rows are taken with SKIP LOCKED: two starters
+    never take the same prompt, and neither waits for the other."""
+    running = Batch.objects.filter(state=Batch.State.RUNNING)
+    owner_fed = (
+        running.filter(owner=OuterRef("owner"))
+        .order_by(F("fed_at").desc(nulls_last=True))
+        .values("fed_at")[:1]
+    )
+    batches = running.select_related("owner").annotate(owner_fed=Subquery(owner_fed))
+    order = (F("owner_fed").asc(nulls_first=True), F("fed_at").asc(nulls_first=True), "pk")
+    for batch in batches.order_by(*order)[:50]:
         item = (
             batch.items.select_for_update(skip_locked=True)
             .filter(state=ItemState.PENDING)
@@ -307,14 +312,14 @@ def sample_summary(choice: dict[str, Any], usage: dict | None, n: int) -> dict[s
     }
 
 
-def _outcome(generation: Generation, attempts: int) -> str:
+def _outcome(generation: Generation) -> str:
+    # A prompt whose worker died was already run again by the door (the batch lane's
+    # policy: two attempts); here it has ended for good.
     State = Generation.State
     if generation.state == State.DONE:
         return ItemState.DONE
     if generation.state == State.CANCELLED and generation.error_code != "deleted":
         return ItemState.CANCELLED
-    if generation.error_code == "worker_lost" and attempts < MAX_ATTEMPTS:
-        return ItemState.PENDING  # a restart or a killed worker: send it again
     return ItemState.FAILED
 
 
@@ -344,10 +349,8 @@ def record(generation: Generation, *, hand_off: bool = False) -> int | None:
         item.served_model = generation.served_model
         item.error_code = generation.error_code
         item.error_message = generation.error_message
-        item.state = _outcome(generation, item.attempts)
-        item.finished_at = None if item.state == ItemState.PENDING else timezone.now()
-        if item.state == ItemState.PENDING:
-            item.generation = None
+        item.state = _outcome(generation)
+        item.finished_at = timezone.now()
         item.save()
         if hand_off and not _start_next():
             transaction.on_commit(lambda: finish_if_complete(item.batch_id))

@@ -42,7 +42,7 @@ class GenerationConsumer(OwnerConsumer):
     async def authorize(self) -> list[str]:
         self.generation_id = int(self.scope["url_route"]["kwargs"]["generation_id"])
         owned = await database_sync_to_async(
-            Generation.objects.filter(pk=self.generation_id, owner=self.user).exists
+            Generation.objects.pages().filter(pk=self.generation_id, owner=self.user).exists
         )()
         return [group_name(self.generation_id)] if owned else []
 

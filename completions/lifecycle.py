@@ -1,8 +1,9 @@
-"""Moving a generation between states, every move under the row's lock and re-checked
-there: finish (once, settling the reservation), cancel, the stale and lost-message
-sweeps, and the release of a reservation when a live row is deleted. The models below
-know nothing of this module; the pipeline (start, run now, the worker) and the Celery
-tasks call it."""
+"""Moving a run between states, every move under the row's lock and re-checked there:
+finish (once, settling the reservation), cancel, the sweeps (a worker that died, a
+message that may be lost, the seed's expiry) and the release of a reservation when a
+live row is deleted. The same for every caller: what differs by lane is its Policy
+(completions.scheduler), by kind its expiry. The models know nothing of this module;
+the pipeline, the scheduler, the API's jobs and the Celery tasks call it."""
 
 from __future__ import annotations
 
@@ -13,30 +14,32 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
-from completions import budget
-from completions.models import Generation
+from completions import budget, scheduler
+from completions.models import (
+    JOB_CONTENT_TTL,
+    JOB_METADATA_TTL,
+    Generation,
+    ResultChunk,
+    empty_choice,
+)
 from completions.signals import generation_finished
 from completions.streaming import publish_now, state_message
-from config import lanes
 
 log = logging.getLogger(__name__)
 State = Generation.State
+Kind = Generation.Kind
 RUN_TASK = "completions.tasks.run_generation"
 
 
-def lane_of(generation: Generation) -> str:
-    return lanes.BATCH if generation.workload == "batch" else lanes.INTERACTIVE
-
-
-def enqueue(generation_id: int, lane: str = lanes.INTERACTIVE) -> None:
-    """Send the run's Celery message to its lane's pool (by the task's name: the tasks
-    module imports this one). Safe to repeat: the worker claims a queued row once."""
-    queue = lanes.queue_of_lane(lane, settings.WEFT_GENERATION_QUEUE)
-    current_app.send_task(RUN_TASK, args=(generation_id,), queue=queue)
+def enqueue(generation: Generation) -> None:
+    """Send one turn to the run's queue (by the task's name: the tasks module imports
+    this one). Safe to repeat: a turn with nothing left to claim does nothing."""
+    current_app.send_task(RUN_TASK, args=(generation.pk, generation.queue), queue=generation.queue)
 
 
 # --- finishing, once ----------------------------------------------------------------
@@ -46,7 +49,7 @@ def _actual_usage(row: Generation) -> tuple[int, int]:
     """What to charge: the backend's usage when it reported one; otherwise the prompt
     plus the tokens we received; nothing at all when nothing was produced."""
     usage = row.usage if isinstance(row.usage, dict) else {}
-    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    prompt, completion = count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))
     if usage and not usage.get("estimated") and prompt is not None and completion is not None:
         return prompt, completion
     if not completion:
@@ -54,7 +57,7 @@ def _actual_usage(row: Generation) -> tuple[int, int]:
     return row.prompt_tokens, completion
 
 
-def _count(value: Any) -> int | None:
+def count(value: Any) -> int | None:
     """A token count as the backend reported it, if it is one (a bool, a string or
     2**80 is not: such usage is ignored and the run charged by what was counted)."""
     return value if type(value) is int and 0 <= value <= 2**31 else None
@@ -67,9 +70,9 @@ def finish(
     run_token: str | None,
     **fields: Any,
 ) -> bool:
-    """Move a generation to a terminal state and settle its reservation — exactly once.
-    With a run_token, only the worker holding that token may finish it. Returns
-    whether this call did it."""
+    """Move a run to a terminal state and settle its reservation — exactly once. With a
+    run_token, only the worker holding that token may finish it. Returns whether this
+    call did it."""
     with transaction.atomic():
         row = Generation.objects.select_for_update().filter(pk=generation.pk).first()
         if row is None:  # deleted meanwhile (its reservation was settled then)
@@ -82,11 +85,14 @@ def finish(
         row.state = state
         row.finished_at = now
         row.updated_at = now
+        if row.kind == Kind.JOB:  # the next expiry step: its content, or (gone) its row
+            row.expires_at = now + (JOB_METADATA_TTL if state == State.EXPIRED else JOB_CONTENT_TTL)
         if row.settled_at is None and row.budget_month is not None:
             prompt, completion = _actual_usage(row)
             row.charged_tokens = budget.settle(
-                row.owner_id, row.budget_month, row.reserved_tokens, prompt, completion
-            )
+                row.owner_id, row.budget_month, row.reserved_tokens, prompt, completion,
+                key_id=row.key_id,
+            )  # fmt: skip
             row.reserved_tokens = 0
             row.settled_at = now
         row.save()
@@ -99,18 +105,20 @@ def finish(
 
 
 def announce(generation: Generation) -> None:
-    publish_now(generation.pk, state_message(generation))
+    if generation.kind != Kind.JOB:
+        publish_now(generation.pk, state_message(generation))
     generation_finished.send(sender=Generation, generation=generation)
 
 
-# --- what a page or a user asks ------------------------------------------------------
+# --- what a page, a client or a user asks ---------------------------------------------
 
 
 def cancel(generation: Generation) -> None:
-    """Ask the worker to close the stream; it keeps the partial text as "cancelled".
-    A run still queued is cancelled here directly."""
-    Generation.objects.filter(pk=generation.pk).update(cancel_requested=True)
-    generation.cancel_requested = True
+    """Ask the worker to stop; it keeps what arrived as "cancelled". A run still
+    queued is cancelled here directly (nothing was sent, nothing is charged)."""
+    Generation.objects.filter(pk=generation.pk, state__in=Generation.ACTIVE).update(
+        cancel_requested=True
+    )
     with transaction.atomic():
         row = Generation.objects.select_for_update().get(pk=generation.pk)
         if row.state == State.QUEUED:
@@ -120,9 +128,9 @@ def cancel(generation: Generation) -> None:
 
 def check_alive(generation: Generation) -> Generation:
     """A page asking about a running generation: if its worker stopped beating,
-    mark it interrupted now rather than waiting for the beat sweep."""
+    settle that now rather than waiting for the beat sweep."""
     if generation.state == State.RUNNING:
-        mark_interrupted_if_stale(generation)
+        recover_if_stale(generation)
         generation.refresh_from_db()
     return generation
 
@@ -150,10 +158,14 @@ def _release_on_delete(sender: Any, instance: Generation, **kwargs: Any) -> None
         release_reservation(instance)
 
 
-# --- the beat sweeps -----------------------------------------------------------------
+# --- a worker that died -----------------------------------------------------------------
 
 
-def mark_interrupted_if_stale(generation: Generation) -> int:
+def recover_if_stale(generation: Generation) -> str:
+    """A running row whose worker stopped beating: run it again while its lane's policy
+    allows another attempt ("requeued"; the reservation stays, the checkpoint starts
+    over), else end it ("ended": a page run interrupted with its text kept, an API job
+    failed). Returns "" when there was nothing to do."""
     cutoff = timezone.now() - timedelta(seconds=settings.WEFT_GENERATION_STALE_SECONDS)
     with transaction.atomic():
         row = (
@@ -162,24 +174,49 @@ def mark_interrupted_if_stale(generation: Generation) -> int:
             .first()
         )
         if row is None:
-            return 0
-        log.warning("generation %s: worker stopped beating; interrupted", row.pk)
-        finish(row, State.INTERRUPTED, run_token=None, error_code="worker_lost")
-    return 1
+            return ""
+        if row.attempts < scheduler.policy(row.lane).max_attempts and not row.cancel_requested:
+            log.warning("generation %s: worker lost (attempt %s); queued again", row.pk,
+                        row.attempts)  # fmt: skip
+            row.state = State.QUEUED
+            row.run_token = ""
+            row.choices = [empty_choice(i) for i in range(len(row.choices))]
+            row.usage = None
+            row.requeued_at = timezone.now()
+            row.save(update_fields=["state", "run_token", "choices", "usage", "requeued_at"])
+            transaction.on_commit(lambda: enqueue(row))
+            return "requeued"
+        log.warning("generation %s: worker stopped beating; ended", row.pk)
+        if row.kind == Kind.JOB:
+            # Nothing of a job reaches its client before it succeeds: charge nothing.
+            message = f"the job's worker was lost {row.attempts} times; not run again"
+            row.usage = None
+            finish(row, State.FAILED, run_token=None, error_code="internal_error",
+                   error_message=message, error_detail=None)  # fmt: skip
+        else:
+            finish(row, State.INTERRUPTED, run_token=None, error_code="worker_lost")
+    return "ended"
 
 
-def mark_stale_interrupted() -> int:
-    return sum(mark_interrupted_if_stale(g) for g in Generation.objects.stale())
+def recover_stale() -> dict[str, int]:
+    counts = {"requeued": 0, "ended": 0}
+    for generation in Generation.objects.stale().only("pk"):
+        outcome = recover_if_stale(generation)
+        if outcome:
+            counts[outcome] += 1
+    return counts
 
 
-def requeue_or_fail_if_never_started(generation: Generation) -> str:
-    """Still queued past the limit: send the task again, once ("requeued"); still
-    queued a limit after that: fail it as never_started ("failed"). A message that
-    was only late is harmless — the worker claims a queued row exactly once and
-    ignores a running or finished one. Returns "" when there was nothing to do."""
-    limit = settings.WEFT_GENERATION_QUEUED_LIMIT_SECONDS
+# --- a message that may be lost ----------------------------------------------------------
+
+
+def resend_or_fail(generation: Generation) -> str:
+    """Still queued past its lane's wait: send its turn again ("resent") — harmless if
+    the first was only late; a page run still queued a limit after a resend fails as
+    never_started ("failed"), its reservation released. "" when nothing was due."""
+    rule = scheduler.policy(generation.lane)
     now = timezone.now()
-    cutoff = now - timedelta(seconds=limit)
+    cutoff = now - timedelta(seconds=rule.resend_after)
     with transaction.atomic():
         # Locked and re-checked: a worker claiming it meanwhile wins.
         row = (
@@ -187,35 +224,94 @@ def requeue_or_fail_if_never_started(generation: Generation) -> str:
             .filter(pk=generation.pk, state=State.QUEUED)
             .first()
         )
-        if row is None:
+        if row is None or (row.requeued_at or row.created_at) >= cutoff:
             return ""
-        if row.requeued_at is None:
-            if row.created_at >= cutoff:
-                return ""
-            row.requeued_at = now
-            row.save(update_fields=["requeued_at"])
-            transaction.on_commit(lambda: enqueue(row.pk, lane_of(row)))
-            log.warning("generation %s: queued over %ss; re-enqueued once", row.pk, limit)
-            return "requeued"
-        if row.requeued_at >= cutoff:
-            return ""
-        log.warning("generation %s: never started after a re-enqueue; failed", row.pk)
-        finish(
-            row,
-            State.FAILED,
-            run_token=None,
-            error_code="never_started",
-            error_message="No worker started the run, even after it was sent again.",
-        )
-    return "failed"
+        if row.requeued_at is not None and rule.give_up_after_resend:
+            log.warning("generation %s: never started after a resend; failed", row.pk)
+            finish(
+                row,
+                State.FAILED,
+                run_token=None,
+                error_code="never_started",
+                error_message="No worker started the run, even after it was sent again.",
+            )
+            return "failed"
+        row.requeued_at = now
+        row.save(update_fields=["requeued_at"])
+        transaction.on_commit(lambda: enqueue(row))
+        log.warning("generation %s: queued over %ss; sent again", row.pk, rule.resend_after)
+        return "resent"
 
 
-def requeue_or_fail_never_started() -> dict[str, int]:
-    """The beat sweep for lost messages: re-enqueue each such row once; fail it
-    (releasing its reservation) if it is still queued a limit after that."""
-    counts = {"requeued": 0, "failed": 0}
-    for generation in Generation.objects.never_started():
-        outcome = requeue_or_fail_if_never_started(generation)
+def resend_lost() -> dict[str, int]:
+    """The beat sweep for lost messages, every lane by its own wait."""
+    counts = {"resent": 0, "failed": 0}
+    shortest = min(scheduler.policy(lane).resend_after for lane in Generation.Lane.values)
+    for generation in Generation.objects.unclaimed_since(shortest).only("pk", "lane"):
+        outcome = resend_or_fail(generation)
         if outcome:
             counts[outcome] += 1
     return counts
+
+
+# --- the seed's expiry ---------------------------------------------------------------------
+
+
+def expire() -> dict[str, int]:
+    """Each row's next expiry step, by its kind. A page run's checkpoint is deleted 7
+    days after it was made (never while it runs: the stale sweep settles it first). An
+    API job still queued 24 h expires (its reservation given back); 24 h after a job
+    ends, its request, result and error are deleted and it reads "expired"; its compact
+    row (id, Idempotency-Key, digest, state, tokens) goes 7 days after it ended, once
+    its accounting is settled."""
+    counts = {"deleted": 0, "queued": 0, "content": 0}
+    due = Generation.objects.expiring()
+    # A terminal row has been settled by finish(); running rows wait for the stale sweep.
+    counts["deleted"] += due.pages().exclude(state__in=Generation.ACTIVE).delete()[0]
+    jobs = due.filter(kind=Kind.JOB)
+    for row in jobs.filter(state=State.QUEUED).only("pk"):
+        with transaction.atomic():
+            locked = Generation.objects.select_for_update().filter(
+                pk=row.pk, state=State.QUEUED, expires_at__lte=timezone.now()
+            )
+            found = locked.first()
+            if found is not None and finish(
+                found, State.EXPIRED, run_token=None, expired_from=State.QUEUED,
+                error_code="queue_expired", params={}, content_deleted_at=timezone.now(),
+            ):  # fmt: skip
+                counts["queued"] += 1
+    ended = jobs.filter(state__in=Generation.TERMINAL).exclude(state=State.EXPIRED)
+    for row in ended.only("pk"):
+        counts["content"] += _drop_content(row.pk)
+    settled = Q(settled_at__isnull=False) | Q(budget_month__isnull=True)
+    counts["deleted"] += jobs.filter(settled, state=State.EXPIRED).delete()[0]
+    if any(counts.values()):
+        log.info("expired: %s", counts)
+    return counts
+
+
+def _drop_content(generation_id: int) -> int:
+    now = timezone.now()
+    with transaction.atomic():
+        row = (
+            Generation.objects.select_for_update()
+            .filter(pk=generation_id, expires_at__lte=now, state__in=Generation.TERMINAL)
+            .exclude(state=State.EXPIRED)
+            .first()
+        )
+        if row is None:
+            return 0
+        ResultChunk.objects.filter(generation_id=row.pk).delete()
+        Generation.objects.filter(pk=row.pk).update(
+            expired_from=row.state,
+            state=State.EXPIRED,
+            params={},
+            choices=[],
+            target=None,
+            error_message="",
+            error_detail=None,
+            result_token="",
+            content_deleted_at=now,
+            expires_at=(row.finished_at or now) + JOB_METADATA_TTL,
+        )
+    return 1

@@ -1,11 +1,13 @@
 """The generation pipeline: start (validate, reserve, enqueue), execute (the worker's
-stream → checkpoint → channel group) and run_now (synchronous, non-streaming, for
-Inspect). Finishing once and the other state moves are completions.lifecycle's.
+turn: claim the fairest run of its queue, then stream → checkpoint → channel group, or
+the kind's own executor) and run_now (synchronous, non-streaming, for Inspect).
+Finishing once and the other state moves are completions.lifecycle's; which run a
+worker takes is completions.scheduler's.
 
-Safety on redelivery: a task claims a queued row by writing a fresh run_token under
+Safety on redelivery: a worker claims a queued row by writing a fresh run_token under
 a row lock; every later write is guarded by that token and `state = 'running'`, and
 settlement happens inside the one transaction that moves the row to a terminal state.
-A second delivery therefore finds the row running (or finished) and does nothing.
+A second delivery therefore claims another queued run, or nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, connections, transaction
 from django.utils import timezone
 
-from completions import budget
+from completions import budget, registry, scheduler
 from completions.client import (
     BackendClient,
     Completion,
@@ -42,8 +44,8 @@ from completions.errors import (
     UpstreamError,
     clean_text,
 )
-from completions.lifecycle import enqueue, finish, lane_of, mark_interrupted_if_stale
-from completions.models import Generation
+from completions.lifecycle import enqueue, finish
+from completions.models import Generation, empty_choice
 from completions.schema import (
     CompletionParams,
     FieldError,
@@ -82,17 +84,6 @@ def with_db_retry[T](action: Callable[[], T], what: str, patience: float) -> T:
             log.warning("%s: database unavailable (%s); retrying", what, type(exc).__name__)
             _close_thread_connections()
             time.sleep(0.5)
-
-
-def empty_choice(index: int) -> dict[str, Any]:
-    return {
-        "index": index,
-        "text": "",
-        "finish_reason": None,
-        "stop_reason": None,
-        "logprobs": None,
-        "prompt_logprobs": None,
-    }
 
 
 def prepare(
@@ -151,6 +142,7 @@ def _reserve_and_create(
     month = budget.reserve(
         user, asked, prompt_tokens=prompt_tokens, choice_count=params.choice_count
     )
+    lane = scheduler.lane_for(fields["kind"], fields.get("workload", "interactive"))
     return Generation.objects.create(
         owner=user,
         params=params.to_body(),
@@ -159,6 +151,8 @@ def _reserve_and_create(
         prompt_tokens=prompt_tokens,
         reserved_tokens=asked,
         budget_month=month,
+        lane=lane,
+        queue=scheduler.queue_for(lane),
         **fields,
     )
 
@@ -192,7 +186,7 @@ def start(
                 target=target,
                 workload=workload,
             )
-            transaction.on_commit(lambda: enqueue(generation.pk, lane_of(generation)))
+            transaction.on_commit(lambda: enqueue(generation))
     except budget.BudgetRefused as refusal:
         log.info(
             "user %s: run refused by budget (asked %s, left %s)",
@@ -221,7 +215,7 @@ def start(
 # --- the worker ----------------------------------------------------------------------
 
 
-class _Accumulator:
+class Accumulator:
     """The choices as they stream in; shared with the checkpoint thread under a lock."""
 
     def __init__(self, choices: list[dict[str, Any]], prompt_tokens: int) -> None:
@@ -307,7 +301,7 @@ class _Accumulator:
             return {"choices": choices, "usage": self.usage_now()}
 
 
-class _Checkpointer(threading.Thread):
+class Checkpointer(threading.Thread):
     """Writes the checkpoint and the heartbeat every `interval` seconds while the
     main thread streams, and notices a cancel request or a lost claim. A separate
     thread so a stalled backend still beats (and is not taken for a dead worker)."""
@@ -316,7 +310,7 @@ class _Checkpointer(threading.Thread):
         self,
         generation_id: int,
         run_token: str,
-        acc: _Accumulator,
+        acc: Accumulator,
         interval: float,
         give_up_after: float | None = None,
     ) -> None:
@@ -380,45 +374,43 @@ class _Checkpointer(threading.Thread):
         self.join(timeout=10)
 
 
-def _claim(generation_id: int, run_token: str) -> Generation | None:
-    with transaction.atomic():
-        row = Generation.objects.select_for_update().filter(pk=generation_id).first()
-        if row is None:
-            log.warning("generation %s: gone before its task ran", generation_id)
-            return None
-        if row.is_terminal:
-            log.info("generation %s: already %s; redelivery ignored", row.pk, row.state)
-            return None
-        if row.state == State.RUNNING:
-            # A redelivered message: another worker claimed it. If that worker has stopped
-            # beating it died mid-stream; the partial result stays and is marked.
-            log.info("generation %s: already running; redelivery ignored", row.pk)
-            mark_interrupted_if_stale(row)
-            return None
-        if row.cancel_requested:
-            finish(row, State.CANCELLED, run_token=None)
-            return None
-        now = timezone.now()
-        row.state = State.RUNNING
-        row.run_token = run_token
-        row.started_at = now
-        row.updated_at = now
-        row.save(update_fields=["state", "run_token", "started_at", "updated_at"])
-        return row
-
-
-def execute(generation_id: int) -> None:
-    """Run one generation (the Celery task's body)."""
+def execute(message_id: int, queue: str | None = None) -> None:
+    """A worker's turn on `queue` (the Celery task's body): claim the fairest queued run
+    there — not necessarily the one whose message this is — and run it."""
+    if not queue:  # a message sent before runs had queues: the named run's queue
+        queue = Generation.objects.filter(pk=message_id).values_list("queue", flat=True).first()
+        if not queue:
+            return
     run_token = uuid.uuid4().hex
     generation = with_db_retry(
-        lambda: _claim(generation_id, run_token), f"generation {generation_id}: claim", 30.0
+        lambda: scheduler.claim_next(queue, run_token), f"queue {queue}: claim", 30.0
     )
     if generation is None:
+        log.info("queue %s: nothing left to claim (message %s)", queue, message_id)
         return
+    run = registry.executor(generation.kind) or _stream
+    try:
+        run(generation, run_token)
+    except Exception as exc:  # a bug must still end the run, not leave it "running"
+        log.exception("generation %s failed unexpectedly", generation.pk)
+        _fail_unexpectedly(generation, run_token, type(exc).__name__)
+
+
+def _fail_unexpectedly(generation: Generation, run_token: str, name: str) -> None:
+    with_db_retry(
+        lambda: finish(generation, State.FAILED, run_token=run_token,
+                       error_code="internal_error", error_message=name),
+        f"generation {generation.pk}: final save", FINAL_SAVE_PATIENCE,
+    )  # fmt: skip
+
+
+def _stream(generation: Generation, run_token: str) -> None:
+    """A page's run or a Batch prompt: the backend's stream (or JSON answer) into the
+    checkpoint, its tokens to the run's channel group."""
     publisher = GroupPublisher(generation.pk)
     publisher.send(state_message(generation))
-    acc = _Accumulator(list(generation.choices), generation.prompt_tokens)
-    checkpointer = _Checkpointer(
+    acc = Accumulator(list(generation.choices), generation.prompt_tokens)
+    checkpointer = Checkpointer(
         generation.pk, run_token, acc, settings.WEFT_CHECKPOINT_INTERVAL_SECONDS
     )
     checkpointer.start()
@@ -462,7 +454,7 @@ def execute(generation_id: int) -> None:
     except BackendError as exc:
         outcome = _error_outcome(State.FAILED, exc)
     except Exception as exc:  # a bug must still end the run, not leave it "running"
-        log.exception("generation %s failed unexpectedly", generation_id)
+        log.exception("generation %s failed unexpectedly", generation.pk)
         outcome = {
             "state": State.FAILED,
             "error_code": "internal_error",
@@ -519,11 +511,11 @@ def run_now(
             user, params, prompt_tokens, state=State.RUNNING, kind=kind, workload=workload,
             run_token=run_token, started_at=timezone.now(),
         )  # fmt: skip
-    acc = _Accumulator(list(generation.choices), prompt_tokens)
+    acc = Accumulator(list(generation.choices), prompt_tokens)
     # The row is "running" like a worker's, so it beats like one: while the backend is
     # busy with other runs, the stale sweep must not take this request for dead (and if
     # this process does die, the sweep still settles the reservation).
-    heartbeat = _Checkpointer(
+    heartbeat = Checkpointer(
         generation.pk, run_token, acc, settings.WEFT_CHECKPOINT_INTERVAL_SECONDS
     )
     heartbeat.start()

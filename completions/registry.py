@@ -1,8 +1,13 @@
-"""How each kind of generation shows its result: one hook per kind.
+"""Hooks per kind of run: how it shows its result, and how a worker runs it.
 
 Apps call register_result(kind, render) in AppConfig.ready(). Every page's final
 fragment loads /generations/<id>/result/ (completions.views.generation_result),
-which checks ownership once and hands the generation to its kind's renderer."""
+which checks ownership once and hands the generation to its kind's renderer.
+
+register_executor(kind, run) lets an app run its kind its own way once the door's
+scheduler has claimed it (the API's jobs pass the backend's bytes through verbatim);
+kinds without one are streamed by completions.pipeline. `run(generation, run_token)`
+must end the run with completions.lifecycle.finish under that token."""
 
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +17,17 @@ from django.shortcuts import render
 from django.urls import reverse
 
 Renderer = Callable[[HttpRequest, Any], HttpResponse]
+Executor = Callable[[Any, str], None]
 _RENDERERS: dict[str, Renderer] = {}
+_EXECUTORS: dict[str, Executor] = {}
+
+
+def register_executor(kind: str, run: Executor) -> None:
+    _EXECUTORS[kind] = run
+
+
+def executor(kind: str) -> Executor | None:
+    return _EXECUTORS.get(kind)
 
 
 def register_result(kind: str, renderer: Renderer) -> None:

@@ -215,12 +215,9 @@ class CompletionParams(BaseModel):
         if self.max_tokens is None and (count > 1 or n > 1):
             raise _field("max_tokens", "required", "is required for a batch of prompts or n > 1")
         if self.max_tokens is not None and count * n * self.max_tokens > MAX_OUTPUT_WORK:
-            raise _field(
-                "max_tokens",
-                "output_work_exceeded",
-                f"prompt_count × n × max_tokens = {count} × {n} × {self.max_tokens} "
-                f"exceeds {MAX_OUTPUT_WORK:,}",
-            )
+            raise _field("max_tokens", "output_work_exceeded", output_work_message(
+                count, n, self.max_tokens
+            ))  # fmt: skip
         if self.prompt_logprobs == -1:
             context = info.context or {}
             model = context.get("model")
@@ -269,6 +266,30 @@ class CompletionParams(BaseModel):
     def with_changes(self, **changes: Any) -> CompletionParams:
         """A copy with some fields replaced, validated again."""
         return CompletionParams.model_validate({**self.to_body(), **changes})
+
+
+def output_work_message(count: int, n: int, max_tokens: int) -> str:
+    return (
+        f"prompt_count × n × max_tokens = {count} × {n} × {max_tokens} exceeds {MAX_OUTPUT_WORK:,}"
+    )
+
+
+def output_work_exceeded(data: Any) -> FieldError | None:
+    """The output-work rule read off a parsed body before the whole body is validated
+    (a cheap look at the prompt count: a body of a million prompts is refused by it
+    without validating each); None when it cannot tell, or the body passes."""
+    if not isinstance(data, dict):
+        return None
+    prompt = data.get("prompt")
+    if not isinstance(prompt, list) or not prompt or all(type(x) is int for x in prompt[:1]):
+        return None  # one prompt (text, or token ids): the rule is the schema's to apply
+    n, max_tokens = data.get("n", 1), data.get("max_tokens", 1)
+    n = n if type(n) is int and n >= 1 else 1
+    max_tokens = max_tokens if type(max_tokens) is int and max_tokens >= 1 else 1
+    if len(prompt) * n * max_tokens <= MAX_OUTPUT_WORK:
+        return None
+    message = output_work_message(len(prompt), n, max_tokens)
+    return FieldError("output_work_exceeded", "max_tokens", message)
 
 
 def default_max_tokens(max_model_len: int | None, prompt_tokens: int) -> int:

@@ -3,25 +3,25 @@
 from celery import shared_task
 
 from completions import lifecycle, pipeline
-from completions.models import Generation
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def run_generation(generation_id: int) -> None:
-    # Safe to run twice: pipeline.execute claims the row under a lock first.
-    pipeline.execute(generation_id)
+def run_generation(generation_id: int, queue: str | None = None) -> None:
+    # One turn on `queue`: claims the fairest queued run there (completions.scheduler),
+    # so a second delivery claims another run, or nothing.
+    pipeline.execute(generation_id, queue)
 
 
 @shared_task(ignore_result=True)
-def mark_interrupted_generations() -> int:
-    return lifecycle.mark_stale_interrupted()
+def recover_stale_runs() -> dict[str, int]:
+    return lifecycle.recover_stale()
 
 
 @shared_task(ignore_result=True)
-def requeue_or_fail_never_started_generations() -> dict[str, int]:
-    return lifecycle.requeue_or_fail_never_started()
+def resend_lost_runs() -> dict[str, int]:
+    return lifecycle.resend_lost()
 
 
 @shared_task(ignore_result=True)
-def purge_expired_generations() -> int:
-    return Generation.objects.purge_expired()
+def expire_runs() -> dict[str, int]:
+    return lifecycle.expire()

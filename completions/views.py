@@ -16,6 +16,7 @@ def usage(request):
         "month": month,
         "resets_at": budget.next_reset(),
         "api_keys": usage_by_key(request.user),
+        "api_allowance": budget.api_summary(request.user, month),
     }
     return render(request, "completions/usage.html", context)
 

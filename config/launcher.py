@@ -392,7 +392,7 @@ def check_environment() -> dict:
         "engine_port": env.env_int("WEFT_ENGINE_PORT", 8001, minimum=1),
         "engine_model": env.env_str("WEFT_ENGINE_MODEL"),
         "worker_concurrency": env.env_int("WEFT_WORKER_CONCURRENCY", 8, minimum=1),
-        "bulk_concurrency": env.env_int("WEFT_BULK_WORKER_CONCURRENCY", 4, minimum=1),
+        "bulk_concurrency": env.env_int("WEFT_BULK_WORKER_CONCURRENCY", 8, minimum=1),
         "queue_prefix": env.env_str("WEFT_GENERATION_QUEUE"),
         # All cores for `make run`: measured 72 tok/s with 2 threads vs 48 with 1 on an
         # idle 2-core machine (the engine's own default of 1 suits loaded test runs).

@@ -134,33 +134,18 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_TASK_ALWAYS_EAGER = False
+SWEEP = env_float("WEFT_JOB_SWEEP_SECONDS", 30.0, minimum=0.1)
 CELERY_BEAT_SCHEDULE = {
-    "completions-mark-interrupted": {
-        "task": "completions.tasks.mark_interrupted_generations",
-        "schedule": 30.0,
-    },
-    "completions-requeue-or-fail-never-started": {
-        "task": "completions.tasks.requeue_or_fail_never_started_generations",
-        "schedule": 60.0,
-    },
-    "completions-purge-expired": {
-        "task": "completions.tasks.purge_expired_generations",
-        "schedule": 3600.0,
-    },
+    # Every run, whatever its caller (page, Batch, API job): a worker that died, a
+    # message that may be lost, and the seed's expiry (page checkpoints 7 days; jobs:
+    # queued 24 h, content 24 h, metadata 7 days).
+    "runs-recover-stale": {"task": "completions.tasks.recover_stale_runs", "schedule": SWEEP},
+    "runs-resend-lost": {"task": "completions.tasks.resend_lost_runs", "schedule": SWEEP},
+    "runs-expire": {"task": "completions.tasks.expire_runs", "schedule": 300.0},
     "batch-sweep": {"task": "batch.tasks.sweep_batches", "schedule": 10.0},
     "api-release-stale-reservations": {
         "task": "api.tasks.release_stale_api_reservations",
         "schedule": 60.0,
-    },
-    # Completion jobs: send again a lost message, run again a job whose worker died.
-    "api-recover-completion-jobs": {
-        "task": "api.tasks.recover_completion_jobs",
-        "schedule": env_float("WEFT_JOB_SWEEP_SECONDS", 30.0, minimum=0.1),
-    },
-    # The seed's Privacy section: queued jobs 24 h, content 24 h, metadata 7 days.
-    "api-expire-completion-jobs": {
-        "task": "api.tasks.expire_completion_jobs",
-        "schedule": 300.0,
     },
 }
 
@@ -178,8 +163,16 @@ WEFT_DEFAULT_MODEL = env_str("WEFT_DEFAULT_MODEL")
 WEFT_BACKEND_CONNECT_TIMEOUT = env_float("WEFT_BACKEND_CONNECT_TIMEOUT", 5.0)
 WEFT_BACKEND_READ_TIMEOUT = env_float("WEFT_BACKEND_READ_TIMEOUT", 120.0)
 WEFT_MONTHLY_TOKEN_BUDGET = env_int("WEFT_MONTHLY_TOKEN_BUDGET", 2_000_000, minimum=0)
-# Each API key's monthly budget unless the admin sets an override on the key.
-WEFT_API_KEY_MONTHLY_BUDGET = env_int("WEFT_API_KEY_MONTHLY_BUDGET", 2_000_000, minimum=0)
+# The API allowance all of one user's keys share per month (the admin overrides it per
+# user), and each key's own cap inside it unless the admin sets one on the key: a request
+# must fit in both, so budgets do not multiply by the number of keys.
+WEFT_API_USER_MONTHLY_BUDGET = env_int("WEFT_API_USER_MONTHLY_BUDGET", 2_000_000, minimum=0)
+WEFT_API_KEY_MONTHLY_BUDGET = env_int(
+    "WEFT_API_KEY_MONTHLY_BUDGET", WEFT_API_USER_MONTHLY_BUDGET, minimum=0
+)
+# Live (unrevoked) keys per user: the keys page and `manage.py weft_api_key create`
+# refuse the next one.
+WEFT_API_MAX_KEYS_PER_USER = env_int("WEFT_API_MAX_KEYS_PER_USER", 20, minimum=1)
 # The /v1 proxy. Per key: active requests, more waiting in order, starts per minute
 # (state in Redis, as leases that expire when a process dies without releasing them).
 WEFT_API_MAX_ACTIVE = env_int("WEFT_API_MAX_ACTIVE", 16, minimum=1)
@@ -198,6 +191,12 @@ WEFT_API_KEY_CACHE_SECONDS = env_float("WEFT_API_KEY_CACHE_SECONDS", 5.0)
 # together, counted in Redis) a harvest answers at once with X-Acs-Longpoll: declined.
 WEFT_JOB_LONGPOLL_MAX_SECONDS = env_float("WEFT_JOB_LONGPOLL_MAX_SECONDS", 30.0, minimum=0.0)
 WEFT_JOB_MAX_LONGPOLLS = env_int("WEFT_JOB_MAX_LONGPOLLS", 256, minimum=0)
+# One key's share of those places (so one key cannot hold them all), and its jobs
+# queued or running at once (beyond: 429 queue_full).
+WEFT_JOB_MAX_LONGPOLLS_PER_KEY = env_int(
+    "WEFT_JOB_MAX_LONGPOLLS_PER_KEY", max(1, WEFT_JOB_MAX_LONGPOLLS // 4), minimum=1
+)
+WEFT_API_MAX_JOBS_PER_KEY = env_int("WEFT_API_MAX_JOBS_PER_KEY", 256, minimum=1)
 # A queued job not claimed this long after its message was sent is sent again (the
 # message can be lost with Redis); a job whose worker died is run again, up to this many
 # attempts in all (then it fails, charged nothing).

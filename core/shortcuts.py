@@ -33,7 +33,7 @@ def int_or_404(value: Any) -> int:
 def own_generation(request: HttpRequest, generation_id: int, *kinds: str) -> Generation:
     """The user's own generation (of one of `kinds`, when given). Anyone else's is a
     404, not a 403: ids are not to be probed."""
-    generations = Generation.objects.filter(owner_id=request.user.pk)
+    generations = Generation.objects.filter(owner_id=request.user.pk).pages()
     if kinds:
         generations = generations.filter(kind__in=kinds)
     return get_object_or_404(generations, pk=generation_id)

@@ -15,6 +15,7 @@ A fault is a JSON object; every field is optional:
                      (the body just ends, cleanly but without [DONE])
 ``clamp``            {"applied": M}: generate at most M tokens and send
                      X-Acs-Max-Tokens-Clamped: requested=N,applied=M,reason=budget,source=...
+``no_usage``         true: a JSON answer without its `usage` (as some backends send)
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ STATUS_CODES = {
     504: "upstream_deadline",
 }
 FAULT_FIELDS = frozenset(
-    "status code message retry_after first_byte_delay token_delay cut_after cut_mode clamp".split()
+    "status code message retry_after first_byte_delay token_delay cut_after cut_mode clamp "
+    "no_usage".split()
 )
 
 
@@ -48,6 +50,7 @@ class Fault:
     cut_after: int | None = None
     cut_mode: str = "abort"
     clamp_applied: int | None = None
+    no_usage: bool = False
 
     def error(self) -> ApiError:
         assert self.status is not None
@@ -116,4 +119,5 @@ def parse_fault(obj: Any) -> Fault:
         cut_after=cut,
         cut_mode=mode,
         clamp_applied=applied,
+        no_usage=obj.get("no_usage") is True,
     )

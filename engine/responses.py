@@ -213,6 +213,8 @@ class CompletionResponse:
         if full:
             await self._json_streamed(send, body, full)
             return
+        if self.fault.no_usage:
+            del body["usage"]
         data = dumps(body)
         headers = [
             (b"content-type", b"application/json"),

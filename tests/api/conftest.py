@@ -193,6 +193,7 @@ JOBS_ENV = {
     "WEFT_CHECKPOINT_INTERVAL_SECONDS": "0.2",
     "WEFT_GENERATION_STALE_SECONDS": "2",
     "WEFT_JOB_MAX_LONGPOLLS": "3",
+    "WEFT_JOB_MAX_LONGPOLLS_PER_KEY": "3",  # the share is tested on its own
 }
 
 

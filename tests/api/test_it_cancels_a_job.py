@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from api.ledger import usage_summary
-from api.models import CompletionJob
+from completions.models import Generation
 from tests.api.conftest import ASYNC, harvest_until
 from tests.support import wait_until
 
@@ -26,7 +26,9 @@ def test_it_cancels_queued_and_running_jobs(jobs_api, make_key):
     backend.faults({"first_byte_delay": 6}, {"first_byte_delay": 6})
     running = [http.post("/completions", json=body(i), headers=ASYNC).json() for i in (1, 2)]
     wait_until(
-        lambda: CompletionJob.objects.filter(status="running").count() == 2, 15, "two running"
+        lambda: Generation.objects.filter(kind="job").filter(state="running").count() == 2,
+        15,
+        "two running",
     )
     queued = http.post("/completions", json=body(3), headers=ASYNC).json()
     assert http.get(f"/harvest/{queued['id']}").json()["status"] == "queued"
@@ -41,7 +43,7 @@ def test_it_cancels_queued_and_running_jobs(jobs_api, make_key):
     assert stopping.json()["status"] in ("running", "cancelled")
     stopped = harvest_until(http, f"/harvest/{running[0]['id']}", {"cancelled"}, timeout=5)
     assert "result" not in stopped
-    row = CompletionJob.objects.get(public_id=running[0]["id"])
+    row = Generation.objects.filter(kind="job").get(public_id=running[0]["id"])
     reserved = row.api_request.reserved_tokens
     assert 3 <= row.charged_tokens <= reserved
 

@@ -10,7 +10,8 @@ import redis
 from django.conf import settings
 
 from api.limits import active_key
-from api.models import ApiKeyMonth, ApiRequest
+from api.models import ApiRequest
+from completions.models import BudgetMonth
 from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +40,7 @@ def test_it_stops_the_backend_and_charges_what_was_sent(proxy, make_key):
     row = wait_until(lambda: ApiRequest.objects.filter(key=key, settled=True).first(), 10, "row")
     assert (row.status, row.error_code) == (499, "client_closed")
     assert 3 <= row.completion_tokens <= 6
-    month = ApiKeyMonth.objects.get(key=key)
+    month = BudgetMonth.objects.get(account=f"key:{key.pk}")
     assert month.reserved == 0
     assert month.used == row.prompt_tokens + row.completion_tokens
     # ...and its place among the key's active requests was given back.
@@ -60,4 +61,4 @@ def test_it_charges_an_abandoned_json_request_no_more_than_it_could_have_made(pr
     assert (row.status, row.error_code) == (499, "client_closed")
     # ~0.5 s at the test server's assumed 13 tokens/s, not the 300 asked for.
     assert 1 <= row.completion_tokens <= 40
-    assert ApiKeyMonth.objects.get(key=key).reserved == 0
+    assert BudgetMonth.objects.get(account=f"key:{key.pk}").reserved == 0

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from api.ledger import usage_summary
-from api.models import CompletionJob
+from completions.models import Generation
 from tests.api.conftest import ASYNC, harvest_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -56,6 +56,6 @@ def test_it_refuses_what_a_synchronous_request_refuses(jobs_api, make_key, body,
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["code"] == code
     assert answer.json()["error"]["param"] == param
-    assert CompletionJob.objects.filter(key=key).count() == 0
+    assert Generation.objects.filter(kind="job").filter(key=key).count() == 0
     assert backend.requests() == []
     assert usage_summary(key)["reserved"] == 0

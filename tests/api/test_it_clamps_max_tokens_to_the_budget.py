@@ -5,7 +5,8 @@ max_tokens gets its default cut to the request window; nothing left is a 429."""
 import httpx
 import pytest
 
-from api.models import ApiKeyMonth, ApiRequest
+from api.models import ApiRequest
+from completions.models import BudgetMonth
 from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,7 +47,7 @@ def test_it_clamps_a_clients_max_tokens(proxy, make_key):
     )
     assert backend.requests()[-1]["body"]["max_tokens"] == 10
     settled(key)
-    month = ApiKeyMonth.objects.get(key=key)
+    month = BudgetMonth.objects.get(account=f"key:{key.pk}")
     usage = response.json()["usage"]
     assert (month.used, month.reserved) == (usage["total_tokens"], 0)
     assert month.used <= p + 10
@@ -101,7 +102,7 @@ def test_it_answers_budget_exceeded_when_nothing_fits(proxy, make_key):
     assert backend.requests() == []
     settled(key)
     assert ApiRequest.objects.get(key=key).status == 429
-    assert not ApiKeyMonth.objects.filter(key=key, reserved__gt=0).exists()
+    assert not BudgetMonth.objects.filter(account=f"key:{key.pk}", reserved__gt=0).exists()
 
 
 def test_it_passes_on_a_clamp_by_the_backend(proxy, api_key):

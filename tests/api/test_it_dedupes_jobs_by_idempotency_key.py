@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from api.ledger import usage_summary
-from api.models import CompletionJob
+from completions.models import Generation
 from tests.api.conftest import ASYNC, harvest_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,7 +34,7 @@ def test_it_gives_back_the_same_job_and_charges_once(jobs_api, make_key):
     assert again.json()["result"] == done["result"]
     assert again.headers["location"] == first.headers["location"]
     assert len(backend.requests()) == 1
-    assert CompletionJob.objects.filter(key=key).count() == 1
+    assert Generation.objects.filter(kind="job").filter(key=key).count() == 1
     summary = usage_summary(key)
     assert summary["used"] == done["result"]["usage"]["total_tokens"]
     assert summary["reserved"] == 0
@@ -55,7 +55,7 @@ def test_it_refuses_the_same_key_with_another_body(jobs_api, make_key):
     assert error["job_id"] == first.json()["id"]
     assert other.json()["request_id"] == other.headers["x-request-id"]
     harvest_until(http, f"/harvest/{first.json()['id']}", {"succeeded"})
-    assert CompletionJob.objects.filter(key=key).count() == 1
+    assert Generation.objects.filter(kind="job").filter(key=key).count() == 1
     assert usage_summary(key)["reserved"] == 0
 
 
@@ -99,7 +99,7 @@ def test_it_makes_one_job_of_concurrent_submissions(jobs_api, make_key):
     assert len({a.json()["id"] for a in answers}) == 1
     http = client(api, secret)
     done = harvest_until(http, f"/harvest/{answers[0].json()['id']}", {"succeeded"})
-    assert CompletionJob.objects.filter(key=key).count() == 1
+    assert Generation.objects.filter(kind="job").filter(key=key).count() == 1
     assert len([r for r in backend.requests() if r["body"].get("seed") == 99]) == 1
     summary = usage_summary(key)
     assert (summary["used"], summary["reserved"]) == (done["result"]["usage"]["total_tokens"], 0)

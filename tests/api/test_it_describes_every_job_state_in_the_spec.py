@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 from jsonschema import Draft202012Validator
 
-from api.jobs import expire
 from api.openapi import build_spec
+from completions.lifecycle import expire
 from tests.api.conftest import ASYNC, harvest_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,8 +12,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from api.ledger import usage_summary
-from api.models import ApiRequest, CompletionJob
-from api.tasks import expire_completion_jobs
+from api.models import ApiRequest
+from completions.models import Generation
+from completions.tasks import expire_runs as expire_completion_jobs
 from tests.api.conftest import ASYNC, harvest_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,7 +35,7 @@ def clock(monkeypatch):
 
 def test_it_has_beat_expire_jobs():
     tasks = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-    assert {"api.tasks.expire_completion_jobs", "api.tasks.recover_completion_jobs"} <= tasks
+    assert {"completions.tasks.expire_runs", "completions.tasks.recover_stale_runs"} <= tasks
 
 
 def test_it_deletes_content_after_a_day_and_the_row_after_a_week(jobs_api, make_key, clock):
@@ -52,8 +53,9 @@ def test_it_deletes_content_after_a_day_and_the_row_after_a_week(jobs_api, make_
 
     clock(timedelta(hours=24, minutes=1))
     assert expire_completion_jobs()["content"] == 1
-    row = CompletionJob.objects.get(public_id=job["id"])
-    assert (row.request, row.result, row.error) == (None, "", None)
+    row = Generation.objects.filter(kind="job").get(public_id=job["id"])
+    assert (row.params, row.result_token, row.error_detail) == ({}, "", None)
+    assert not row.chunks.exists()
     expired = http.get(f"/harvest/{job['id']}").json()
     assert expired["status"] == "expired"
     assert expired["expired_from"] == "succeeded"
@@ -66,7 +68,7 @@ def test_it_deletes_content_after_a_day_and_the_row_after_a_week(jobs_api, make_
 
     clock(timedelta(days=7, hours=1))
     assert expire_completion_jobs()["deleted"] >= 1
-    assert not CompletionJob.objects.filter(public_id=job["id"]).exists()
+    assert not Generation.objects.filter(kind="job").filter(public_id=job["id"]).exists()
     assert http.get(f"/harvest/{job['id']}").json()["error"]["code"] == "job_not_found"
     assert ApiRequest.objects.filter(pk=row.api_request_id).exists()  # request metadata
 
@@ -86,7 +88,7 @@ def test_it_expires_a_job_queued_for_a_day(proxy, make_key, clock):
     expired = http.get(f"/harvest/{job['id']}").json()
     assert (expired["status"], expired["expired_from"]) == ("expired", "queued")
     assert expired["usage"]["charged_tokens"] == 0
-    assert CompletionJob.objects.get(public_id=job["id"]).request is None
+    assert Generation.objects.filter(kind="job").get(public_id=job["id"]).params == {}
     assert usage_summary(key)["reserved"] == 0
     assert backend.requests() == []
 
@@ -96,13 +98,13 @@ def test_it_keeps_the_row_while_accounting_is_unresolved(proxy, make_key, clock)
     key, secret = make_key()
     http = httpx.Client(base_url=api, headers={"Authorization": f"Bearer {secret}"}, timeout=30)
     job = http.post("/completions", json=BODY, headers=ASYNC).json()
-    row = CompletionJob.objects.get(public_id=job["id"])
+    row = Generation.objects.filter(kind="job").get(public_id=job["id"])
     clock(timedelta(hours=25))
     expire_completion_jobs()
-    ApiRequest.objects.filter(pk=row.api_request_id).update(settled=False)  # e.g. a bug
+    Generation.objects.filter(pk=row.pk).update(settled_at=None)  # e.g. a bug
     clock(timedelta(days=30))
     expire_completion_jobs()
-    assert CompletionJob.objects.filter(pk=row.pk).exists()
-    ApiRequest.objects.filter(pk=row.api_request_id).update(settled=True)
+    assert Generation.objects.filter(kind="job").filter(pk=row.pk).exists()
+    Generation.objects.filter(pk=row.pk).update(settled_at=timezone.now())
     expire_completion_jobs()
-    assert not CompletionJob.objects.filter(pk=row.pk).exists()
+    assert not Generation.objects.filter(kind="job").filter(pk=row.pk).exists()

@@ -10,8 +10,9 @@ import pytest
 from django.db import connection, connections
 
 from api import ledger
-from api.models import ApiKeyMonth, ApiRequest
+from api.models import ApiRequest
 from completions.budget import month_of
+from completions.models import BudgetMonth
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +29,14 @@ async def cancel_while_out(key, blocker: psycopg.Connection) -> ApiRequest:
                              user_id=key.user_id, endpoint="/v1/completions")  # fmt: skip
     caller = asyncio.ensure_future(
         ledger.reserve(
-            row, key_id=key.pk, budget=10**9, prompt_tokens=10, choices=1, max_tokens=90
+            row,
+            user_id=key.user_id,
+            key_id=key.pk,
+            key_budget=10**9,
+            allowance=10**9,
+            prompt_tokens=10,
+            choices=1,
+            max_tokens=90,
         )  # fmt: skip
     )
     try:
@@ -48,13 +56,17 @@ async def cancel_while_out(key, blocker: psycopg.Connection) -> ApiRequest:
 
 def test_it_gives_the_reservation_back_at_once(make_key):
     key, _ = make_key()
-    ApiKeyMonth.objects.create(key=key, month=month_of())
+    for account in (f"api:{key.user_id}", f"key:{key.pk}"):
+        BudgetMonth.objects.create(account=account, user=key.user, month=month_of())
     params = dict(connections["default"].get_connection_params())
     for sync_only in ("cursor_factory", "context"):
         params.pop(sync_only, None)
     with psycopg.connect(**params) as blocker:
-        blocker.execute("SELECT 1 FROM api_apikeymonth WHERE key_id = %s FOR UPDATE", [key.pk])
+        blocker.execute(
+            "SELECT 1 FROM completions_budgetmonth WHERE account = %s FOR UPDATE",
+            [f"api:{key.user_id}"],
+        )
         found = asyncio.run(cancel_while_out(key, blocker))
     assert (found.status, found.error_code, found.completion_tokens) == (499, "client_closed", 0)
-    month = ApiKeyMonth.objects.get(key=key)
-    assert (month.reserved, month.used) == (0, 0)
+    for month in BudgetMonth.objects.filter(user=key.user):  # the key's and its user's
+        assert (month.reserved, month.used) == (0, 0)

@@ -5,7 +5,7 @@ for GET and DELETE alike; a harvest without a key is a 401."""
 import httpx
 import pytest
 
-from api.models import CompletionJob
+from completions.models import Generation
 from tests.api.conftest import ASYNC, harvest_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,7 +33,7 @@ def test_it_answers_404_for_someone_elses_job(jobs_api, make_key, make_user):
             assert answer.status_code == 404, (method, answer.text)
             assert answer.json()["error"]["code"] == "job_not_found"
             assert answer.headers["x-request-id"] == answer.json()["request_id"]
-    assert CompletionJob.objects.get(public_id=job["id"]).status == "succeeded"
+    assert Generation.objects.filter(kind="job").get(public_id=job["id"]).state == "done"
     auth = {"Authorization": f"Bearer {stranger}"}
     for path in (
         "/harvest/job-000000000000000000000000",

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from api.ledger import usage_summary
-from api.models import CompletionJob
+from completions.models import Generation
 from tests.api.conftest import ASYNC, ProxyBackend, harvest_until
 from tests.api.jobstack import JobStack
 
@@ -46,7 +46,7 @@ def test_it_sends_again_a_message_lost_with_redis(stack, proxy_engine, make_key)
     stack.start_worker()
     done = harvest_until(http, f"/harvest/{job['id']}", {"succeeded", "failed"}, timeout=60)
     assert done["status"] == "succeeded", done
-    assert CompletionJob.objects.get(public_id=job["id"]).attempts == 1
+    assert Generation.objects.filter(kind="job").get(public_id=job["id"]).attempts == 1
     assert len([r for r in backend.requests() if r["body"].get("seed") == 21]) == 1
     summary = usage_summary(key)
     assert (summary["used"], summary["reserved"]) == (done["result"]["usage"]["total_tokens"], 0)
@@ -61,7 +61,9 @@ def test_it_finishes_a_running_job_and_its_long_poll(stack, proxy_engine, make_k
     body = {"model": "llama-8b", "prompt": [3, 4], "max_tokens": 4, "seed": 22}
     job = http.post("/completions", json=body, headers=ASYNC).json()
     stack.wait(
-        lambda: CompletionJob.objects.get(public_id=job["id"]).status == "running", 15, "running"
+        lambda: Generation.objects.filter(kind="job").get(public_id=job["id"]).state == "running",
+        15,
+        "running",
     )
     polled: list[httpx.Response] = []
     waiter = threading.Thread(
@@ -73,7 +75,7 @@ def test_it_finishes_a_running_job_and_its_long_poll(stack, proxy_engine, make_k
     waiter.join(30)
     assert polled and polled[0].status_code == 200, polled
     assert polled[0].json()["status"] == "succeeded"
-    row = CompletionJob.objects.get(public_id=job["id"])
+    row = Generation.objects.filter(kind="job").get(public_id=job["id"])
     assert row.attempts == 1
     assert usage_summary(key)["reserved"] == 0
     assert usage_summary(key)["used"] == row.charged_tokens > 0

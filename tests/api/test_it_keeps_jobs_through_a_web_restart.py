@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from api.ledger import usage_summary
-from api.models import ApiKeyMonth, CompletionJob
+from completions.models import BudgetMonth, Generation
 from tests.api.conftest import ASYNC, ProxyBackend, harvest_until
 from tests.api.jobstack import JobStack
 
@@ -62,8 +62,12 @@ def test_it_keeps_accepted_jobs_when_the_web_process_dies(stack, proxy_engine, m
     for job in (first, second):
         done = harvest_until(http, f"/harvest/{job['id']}", {"succeeded", "failed"}, timeout=60)
         assert done["status"] == "succeeded", done
-        assert CompletionJob.objects.get(public_id=job["id"]).attempts == 1
-    charged = sum(CompletionJob.objects.filter(key=key).values_list("charged_tokens", flat=True))
-    month = ApiKeyMonth.objects.get(key=key)
+        assert Generation.objects.filter(kind="job").get(public_id=job["id"]).attempts == 1
+    charged = sum(
+        Generation.objects.filter(kind="job")
+        .filter(key=key)
+        .values_list("charged_tokens", flat=True)
+    )
+    month = BudgetMonth.objects.get(account=f"key:{key.pk}")
     assert (month.used, month.reserved) == (charged, 0)
     assert usage_summary(key)["reserved"] == 0

@@ -6,7 +6,8 @@ import asyncio
 import httpx
 import pytest
 
-from api.models import ApiKeyMonth, ApiRequest
+from api.models import ApiRequest
+from completions.models import BudgetMonth
 from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -44,7 +45,7 @@ def test_it_charges_at_most_the_budget(proxy, make_key):
     wait_until(
         lambda: ApiRequest.objects.filter(key=key, settled=True).count() == 50, 20, "settled"
     )
-    month = ApiKeyMonth.objects.get(key=key)
+    month = BudgetMonth.objects.get(account=f"key:{key.pk}")
     served = sum(r.json()["usage"]["total_tokens"] for r in ok)
     assert month.reserved == 0
     assert month.used == served <= BUDGET

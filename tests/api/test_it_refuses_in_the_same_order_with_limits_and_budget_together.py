@@ -10,7 +10,8 @@ import redis
 from django.conf import settings
 
 from api.limits import active_key
-from api.models import ApiKeyMonth, ApiRequest
+from api.models import ApiRequest
+from completions.models import BudgetMonth
 from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,7 +30,9 @@ def code(response: httpx.Response) -> str:
 
 
 def month(key) -> tuple[int, int]:
-    row = ApiKeyMonth.objects.filter(key=key).first()  # none when nothing was ever reserved
+    row = BudgetMonth.objects.filter(
+        account=f"key:{key.pk}"
+    ).first()  # none when nothing was ever reserved
     return (row.used, row.reserved) if row else (0, 0)
 
 

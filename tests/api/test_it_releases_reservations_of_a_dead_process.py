@@ -11,16 +11,19 @@ from django.utils import timezone
 
 from api import ledger
 from api.limits import active_key
-from api.models import ApiKeyMonth, ApiRequest
+from api.models import ApiRequest
 from api.tasks import release_stale_api_reservations
 from completions.budget import month_of
+from completions.models import BudgetMonth
 
 pytestmark = pytest.mark.django_db
 
 
 def in_flight(key, request_id: str, reserved: int, age_seconds: float) -> ApiRequest:
-    ApiKeyMonth.objects.get_or_create(key=key, month=month_of())
-    ApiKeyMonth.objects.filter(key=key).update(reserved=F("reserved") + reserved)
+    accounts = (f"api:{key.user_id}", f"key:{key.pk}")
+    for account in accounts:
+        BudgetMonth.objects.get_or_create(account=account, user=key.user, month=month_of())
+    BudgetMonth.objects.filter(account__in=accounts).update(reserved=F("reserved") + reserved)
     return ApiRequest.objects.create(
         request_id=request_id, key=key, key_prefix=key.prefix, user=key.user,
         endpoint="/v1/completions", reserved_tokens=reserved, budget_month=month_of(),
@@ -45,5 +48,6 @@ def test_it_releases_only_what_no_process_holds(make_key):
     assert (dead.settled, dead.error_code) == (True, "process_lost")
     assert not ApiRequest.objects.get(pk=alive.pk).settled
     assert not ApiRequest.objects.get(pk=young.pk).settled
-    assert ApiKeyMonth.objects.get(key=key).reserved == 100
+    assert BudgetMonth.objects.get(account=f"key:{key.pk}").reserved == 100
+    assert BudgetMonth.objects.get(account=f"api:{key.user_id}").reserved == 100
     assert ledger.usage_summary(key)["reserved"] == 100

@@ -9,7 +9,8 @@ import pytest
 from django.db import connection
 
 from api import ledger
-from api.models import ApiKeyMonth, ApiRequest
+from api.models import ApiRequest
+from completions.models import BudgetMonth
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,8 +26,10 @@ async def burst(key, request_ids: list[str]) -> list:
             *(
                 ledger.reserve(
                     request_row(key, rid),
+                    user_id=key.user_id,
                     key_id=key.pk,
-                    budget=10**9,
+                    key_budget=10**9,
+                    allowance=10**9,
                     prompt_tokens=10,
                     choices=1,
                     max_tokens=5,
@@ -55,7 +58,7 @@ def test_it_commits_a_burst_in_one_or_two_transactions(make_key):
     assert [(r.request_id, r.reserved, r.max_tokens, r.clamped) for r in made] == [
         (f"burst-{i}", 15, 5, False) for i in range(20)
     ]
-    assert ApiKeyMonth.objects.get(key=key).reserved == 20 * 15
+    assert BudgetMonth.objects.get(account=f"key:{key.pk}").reserved == 20 * 15
     rows = ApiRequest.objects.filter(request_id__startswith="burst-")
     assert sorted(rows.values_list("reserved_tokens", "settled")) == [(15, False)] * 20
     assert transactions_of("burst-") <= 2  # one each would be 20
@@ -69,7 +72,9 @@ def test_it_runs_a_failed_batch_again_statement_by_statement(make_key):
     # mixed-3's row exists already: its insert fails, which fails the whole batch (one
     # transaction, nothing committed); run again one by one, only mixed-3 fails.
     assert [isinstance(r, Exception) for r in made] == [False, False, False, True, False, False]
-    assert ApiKeyMonth.objects.get(key=key).reserved == 5 * 15  # each once, none twice
+    assert (
+        BudgetMonth.objects.get(account=f"key:{key.pk}").reserved == 5 * 15
+    )  # each once, none twice
     reserved = ApiRequest.objects.filter(request_id__in=ids, settled=False)
     assert sorted(reserved.values_list("request_id", "reserved_tokens")) == [
         (rid, 15) for rid in ids if rid != "mixed-3"

@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from api.ledger import usage_summary
-from api.models import ApiKey, ApiRequest, CompletionJob
+from api.models import ApiKey, ApiRequest
+from completions.models import Generation
 from tests.api.conftest import ASYNC, harvest_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,7 +55,7 @@ def test_it_answers_202_and_harvests_the_same_body_as_a_synchronous_request(jobs
     assert done["result"]["object"] == "text_completion"
 
     # Charged once, exactly the backend's usage; nothing stays reserved.
-    row = CompletionJob.objects.get(public_id=job["id"])
+    row = Generation.objects.filter(kind="job").get(public_id=job["id"])
     usage = done["result"]["usage"]
     assert row.charged_tokens == usage["total_tokens"]
     assert done["usage"]["charged_tokens"] == usage["total_tokens"]
@@ -74,4 +75,4 @@ def test_it_changes_nothing_without_the_header(jobs_api, api_key):
     assert answer.status_code == 200
     assert answer.json()["object"] == "text_completion"
     assert "location" not in answer.headers
-    assert CompletionJob.objects.count() == 0
+    assert Generation.objects.filter(kind="job").count() == 0

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from api.ledger import usage_summary
-from api.models import ApiKeyMonth, CompletionJob
+from completions.models import BudgetMonth, Generation
 from tests.api.conftest import ASYNC, ProxyBackend, harvest_until
 from tests.api.jobstack import JobStack
 
@@ -30,20 +30,22 @@ def test_it_runs_the_job_again_and_charges_once(stack, proxy_engine, make_key):
     body = {"model": "llama-8b", "prompt": [5, 6, 7], "max_tokens": 8, "seed": 11}
     job = http.post("/completions", json=body, headers=ASYNC).json()
     stack.wait(
-        lambda: CompletionJob.objects.get(public_id=job["id"]).status == "running", 15, "running"
+        lambda: Generation.objects.filter(kind="job").get(public_id=job["id"]).state == "running",
+        15,
+        "running",
     )
     stack.kill(stack.worker)
     stack.start_worker()
 
     done = harvest_until(http, f"/harvest/{job['id']}", {"succeeded", "failed"}, timeout=60)
     assert done["status"] == "succeeded", done
-    row = CompletionJob.objects.get(public_id=job["id"])
+    row = Generation.objects.filter(kind="job").get(public_id=job["id"])
     assert row.attempts == 2
     # (the engine logs a request when it answers: the killed attempt may not show)
     assert 1 <= len([r for r in backend.requests() if r["body"].get("seed") == 11]) <= 2
     total = done["result"]["usage"]["total_tokens"]
     assert row.charged_tokens == total
-    month = ApiKeyMonth.objects.get(key=key)
+    month = BudgetMonth.objects.get(account=f"key:{key.pk}")
     assert (month.used, month.reserved) == (total, 0)
     assert usage_summary(key)["reserved"] == 0
     backend.reset()

@@ -1,10 +1,12 @@
 """A batch lives in Postgres, not in a process: beat's sweep (what runs after `make
 run` restarts) starts the pending prompts of running batches, records a finished
-generation whose signal was lost, sends a prompt whose worker died once more, and
-leaves paused batches alone."""
+generation whose signal was lost, and leaves paused batches alone; a prompt whose
+worker died is run again once by the door's own sweep (the batch lane's policy)."""
+
+from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.utils import timezone
 
 from batch import feeding
 from batch.models import Batch
@@ -25,11 +27,11 @@ def unconsumed(engine, settings):
 def test_it_resumes_feeding_after_a_restart(unconsumed, client, make_user):
     user = make_user()
     client.force_login(user)
-    assert upload(client, "one\ntwo\nthree\nfour\n", "four.txt").status_code == 302
+    assert upload(client, "one\ntwo\nthree\nfour\nfive\n", "five.txt").status_code == 302
     batch = Batch.objects.get(owner=user)
     # The web process only asked for feeding (the on-commit message of a test
     # transaction never goes out): nothing runs until a feeder does.
-    assert batch.items.filter(state="pending").count() == 4
+    assert batch.items.filter(state="pending").count() == 5
 
     assert feeding.sweep() == {"recorded": 0, "failed": 0, "started": 2}
     first, second = batch.items.filter(state="active").order_by("index")
@@ -41,18 +43,29 @@ def test_it_resumes_feeding_after_a_restart(unconsumed, client, make_user):
         state="done", choices=[{"index": 0, "text": " done", "finish_reason": "length"}],
         usage={"prompt_tokens": 1, "completion_tokens": 1},
     )  # fmt: skip
-    # Item 1's worker was killed mid-stream: the door marks it interrupted (worker_lost).
-    second_gen = Generation.objects.get(pk=second.generation_id)
-    Generation.objects.filter(pk=second_gen.pk).update(state="running")
-    with transaction.atomic():
-        lifecycle.finish(second_gen, "interrupted", run_token=None, error_code="worker_lost")
-    # (finish's on-commit signal does not run inside a test transaction either)
-    assert feeding.sweep() == {"recorded": 2, "failed": 0, "started": 2}
+    # Item 1's worker was killed mid-stream: the door's stale sweep runs it again (the
+    # batch lane gives a prompt two attempts), under the same generation.
+    stale = timezone.now() - timedelta(minutes=5)
+    Generation.objects.filter(pk=second.generation_id).update(
+        state="running", attempts=1, updated_at=stale
+    )
+    assert lifecycle.recover_stale() == {"requeued": 1, "ended": 0}
+    assert feeding.sweep() == {"recorded": 1, "failed": 0, "started": 1}
     first.refresh_from_db()
     second.refresh_from_db()
     assert first.state == "done" and first.samples[0]["text"] == " done"
-    assert second.state == "active" and second.attempts == 2  # sent again, once
+    assert second.state == "active" and Generation.objects.get(pk=second.generation_id).state == (
+        "queued"
+    )
     assert set(batch.items.filter(state="active").values_list("index", flat=True)) == {1, 2}
+    # Its second worker dies too: then it has failed for good.
+    Generation.objects.filter(pk=second.generation_id).update(
+        state="running", attempts=2, updated_at=stale
+    )
+    assert lifecycle.recover_stale() == {"requeued": 0, "ended": 1}
+    assert feeding.sweep() == {"recorded": 1, "failed": 0, "started": 1}  # slot: item 3
+    second.refresh_from_db()
+    assert (second.state, second.error_code) == ("failed", "worker_lost")
 
     # A paused batch is not fed by the sweep; resuming it is.
     batch.pause()

@@ -13,8 +13,8 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from completions.models import Generation
-from completions.pipeline import _Accumulator, empty_choice
+from completions.models import Generation, empty_choice
+from completions.pipeline import Accumulator
 from completions.streaming import GroupPublisher, group_name
 from config.routing import websocket_urlpatterns
 from core.tokens import chips_for
@@ -46,7 +46,7 @@ class Worker:
         # Made here, before the publisher's thread asks for it too: two threads making
         # the process's layer at once would each get their own.
         self.layer = get_channel_layer()
-        self.acc = _Accumulator([dict(c) for c in generation.choices], 0)
+        self.acc = Accumulator([dict(c) for c in generation.choices], 0)
         self.publisher = GroupPublisher(generation.pk)
         self.probe: str | None = None
         self.seen: dict[int, int] = {}  # per choice, the end offset the probe saw last

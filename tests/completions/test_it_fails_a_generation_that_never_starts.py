@@ -25,14 +25,14 @@ def test_it_fails_a_generation_no_worker_ever_starts(
     long_ago = timezone.now() - timedelta(seconds=301)
 
     Generation.objects.filter(pk=generation.pk).update(created_at=long_ago)
-    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 1, "failed": 0}
+    assert tasks.resend_lost_runs() == {"resent": 1, "failed": 0}
     # Re-sent to a queue nobody reads: lost again. Within the second limit, it waits.
-    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 0, "failed": 0}
+    assert tasks.resend_lost_runs() == {"resent": 0, "failed": 0}
     generation.refresh_from_db()
     assert generation.state == "queued"
 
     Generation.objects.filter(pk=generation.pk).update(requeued_at=long_ago)
-    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 0, "failed": 1}
+    assert tasks.resend_lost_runs() == {"resent": 0, "failed": 1}
     generation.refresh_from_db()
     assert generation.state == "failed"
     assert generation.error_code == "never_started"
@@ -46,4 +46,4 @@ def test_it_fails_a_generation_no_worker_ever_starts(
     generation.refresh_from_db()
     assert generation.state == "failed"
     assert scripted.requests() == []
-    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 0, "failed": 0}
+    assert tasks.resend_lost_runs() == {"resent": 0, "failed": 0}

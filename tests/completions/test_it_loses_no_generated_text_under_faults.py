@@ -1,6 +1,7 @@
 """The whole pipeline under one fault at a time, mid-run, with real processes this test
 owns — Postgres, Redis, the scripted engine, the ASGI server and a Celery worker: a run
-started from the Workbench over HTTP, watched over its WebSocket, then
+started from the Workbench over HTTP, watched over its WebSocket — and beside it an
+API job and a Batch prompt, each of the three met by the same fault — then
 
 - the worker is SIGKILLed:  the checkpoint is kept, marked interrupted (worker_lost);
                             at most a checkpoint interval of tokens is lost with it;
@@ -12,13 +13,15 @@ started from the Workbench over HTTP, watched over its WebSocket, then
 
 Every saved text is a prefix of what the engine generates for the same seeded request,
 and the budget balances: nothing stays reserved, and what is used is what was saved.
+The job and the Batch prompt are run again when their worker dies (their lanes give
+them more than one attempt: beat's stale sweep queues them again) and end complete,
+as they do through a Redis or a Postgres restart; a cut or a silent backend fails them,
+charged their prompt alone.
 """
 
 import asyncio
 import os
 import re
-import secrets
-import shutil
 import signal
 import threading
 import time
@@ -29,120 +32,27 @@ import psycopg
 import pytest
 
 from config import launcher
-from engine.testing import run_engine
 from tests.completions.wsclient import Watcher, watch
-from tests.support import Supervisor, free_port, start_web, start_worker, wait_until
+from tests.faultstack import Stack, log_in, running_stack
+from tests.support import wait_until
 
 TOKEN_DELAY = 0.02  # 50 tokens a second
 CHECKPOINT_INTERVAL = 0.2
-READ_TIMEOUT = 1.5
+READ_TIMEOUT = 3.0  # a job or Batch prompt waits this long for its whole JSON answer
+SIDE_TOKENS = 100  # the job's and the Batch prompt's: 2 s at TOKEN_DELAY
 PROMPT = "Once upon a time"
-
-
-class Stack:
-    """Services the test can stop and start again, and the app processes on them."""
-
-    def __init__(self) -> None:
-        self.scratch = launcher.scratch_dir("weft-faults-")
-        self.rt = launcher.runtime()
-        self.services = Supervisor(self.rt)
-        self.app = Supervisor(self.rt)
-        self.pg = self.scratch / "pg"
-        self.sock = self.scratch / "redis.sock"
-        self.worker = None
-
-    def start_postgres(self) -> None:
-        launcher.start_postgres(self.services, self.pg, durable=False)
-
-    def start_redis(self) -> None:
-        launcher.start_redis(self.services, self.sock, persist=False)
-
-    def restart(self, name: str) -> None:
-        for entry in list(self.services.children):
-            child, proc, sig = entry
-            if child == name:
-                proc.send_signal(sig)
-                proc.wait(timeout=15)
-                self.services.children.remove(entry)
-        {"postgres": self.start_postgres, "redis": self.start_redis}[name]()
-
-    def start_worker(self) -> None:
-        log = self.scratch / f"worker-{time.monotonic_ns()}.log"
-        # Restartable, as `make run` starts it: kombu 5.7's worker exits when Redis goes
-        # away at the wrong moment, and the supervisor starts it again.
-        self.worker = start_worker(self.app, self.env, log, concurrency=2, restart=True)
-
-    def db(self) -> psycopg.Connection:
-        return psycopg.connect(f"host={self.pg} user=postgres dbname=weft", autocommit=True)
-
-    def supervise(self) -> None:
-        """What the launcher's loop does: start again a worker a fault took down."""
-        self.supervising = threading.Event()
-
-        def loop() -> None:
-            while not self.supervising.wait(0.2):
-                self.app.revive()
-
-        self.supervisor = threading.Thread(target=loop, daemon=True)
-        self.supervisor.start()
-
-    def stop(self) -> None:
-        if getattr(self, "supervisor", None):
-            self.supervising.set()
-            self.supervisor.join(5)
-        self.app.stop_all()
-        self.services.stop_all()
-        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def stack():
-    stack = Stack()
-    try:
-        with run_engine("scripted") as engine:
-            stack.engine = engine
-            stack.start_postgres()
-            launcher.ensure_database(stack.pg, "weft")
-            stack.start_redis()
-            stack.env = {
-                **os.environ,
-                "DJANGO_SETTINGS_MODULE": "config.settings",
-                "DATABASE_URL": f"postgresql://postgres@/weft?host={stack.pg}",
-                "REDIS_URL": f"unix://{stack.sock}",
-                "WEFT_BACKEND_URL": f"{engine}/v1",
-                "WEFT_BACKEND_READ_TIMEOUT": str(READ_TIMEOUT),
-                "WEFT_BACKEND_MAX_RETRIES": "0",
-                "WEFT_CHECKPOINT_INTERVAL_SECONDS": str(CHECKPOINT_INTERVAL),
-                "WEFT_GENERATION_STALE_SECONDS": "2",
-                "WEFT_GENERATION_QUEUE": "faults",
-                "WEFT_DATA_DIR": str(stack.scratch),
-                "SECRET_KEY": secrets.token_urlsafe(50),
-            }
-            launcher.manage(stack.env, "migrate", "--noinput", capture=True)
-            account = launcher.manage(stack.env, "weft_local_account", capture=True)
-            stack.username, stack.password = re.search(
-                r"username: (\S+)  password: (\S+)", account
-            ).groups()
-            stack.url = start_web(stack.app, stack.env, free_port())
-            stack.start_worker()
-            if stack.rt.user is not None:  # run as root: the app runs as the service user
-                assert Path(f"/proc/{stack.worker.pid}").stat().st_uid == stack.rt.user.pw_uid
-            stack.supervise()
-            yield stack
-    finally:
-        stack.stop()
-
-
-def log_in(stack: Stack) -> httpx.Client:
-    http = httpx.Client(base_url=stack.url, timeout=10)
-    form = http.get("/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
-    done = http.post(
-        "/login/",
-        data={"username": stack.username, "password": stack.password, "csrfmiddlewaretoken": token},
-    )
-    assert done.status_code == 302
-    return http
+    with running_stack(
+        WEFT_BACKEND_READ_TIMEOUT=str(READ_TIMEOUT),
+        WEFT_BACKEND_MAX_RETRIES="0",
+        WEFT_CHECKPOINT_INTERVAL_SECONDS=str(CHECKPOINT_INTERVAL),
+        WEFT_GENERATION_STALE_SECONDS="2",
+        WEFT_GENERATION_QUEUE="faults",
+    ) as stack:
+        yield stack
 
 
 BODY = {"model": "scripted", "prompt": PROMPT, "seed": 7, "logprobs": 1}
@@ -173,15 +83,73 @@ def row(stack: Stack, generation_id: int) -> dict:
         return cur.fetchone()
 
 
-def balance(stack: Stack) -> tuple[int, int, int]:
+def balance(stack: Stack) -> dict[str, int]:
+    """What the ledger's accounts hold against what the runs were charged: the pages'
+    (page runs and Batch prompts) and the API's (the user's allowance and the key)."""
     with stack.db() as conn:
-        reserved, used = conn.execute(
-            "SELECT sum(reserved), sum(used) FROM completions_budgetmonth"
+        out = dict(
+            conn.execute(
+                "SELECT split_part(account, ':', 1), sum(used) FROM completions_budgetmonth "
+                "GROUP BY 1"
+            ).fetchall()
+        )
+        (out["reserved"],) = conn.execute(
+            "SELECT sum(reserved) FROM completions_budgetmonth"
         ).fetchone()
-        (charged,) = conn.execute(
-            "SELECT coalesce(sum(charged_tokens), 0) FROM completions_generation"
-        ).fetchone()
-    return reserved, used, charged
+        for name, kinds in (("pages charged", "kind <> 'job'"), ("jobs charged", "kind = 'job'")):
+            (out[name],) = conn.execute(
+                f"SELECT coalesce(sum(charged_tokens), 0) FROM completions_generation "  # noqa: S608
+                f"WHERE {kinds}"
+            ).fetchone()
+    return out
+
+
+@pytest.fixture(scope="module")
+def api(stack: Stack) -> httpx.Client:
+    """/v1 with a key of the stack's user."""
+    made = launcher.manage(stack.env, "weft_api_key", "create", stack.username, capture=True)
+    secret = made.strip().splitlines()[-1]
+    return httpx.Client(base_url=f"{stack.url}/v1", timeout=30,
+                        headers={"Authorization": f"Bearer {secret}"})  # fmt: skip
+
+
+def submit_job(api: httpx.Client) -> str:
+    body = {**BODY, "max_tokens": SIDE_TOKENS}
+    made = api.post("/completions", json=body, headers={"Prefer": "respond-async"})
+    assert made.status_code == 202, made.text
+    return made.json()["id"]
+
+
+def upload_batch(http: httpx.Client) -> int:
+    page = http.get("/batch/").text
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    fields = {"model": "scripted", "n": "1", "max_tokens": str(SIDE_TOKENS), "seed": "7",
+              "format": "text", "title": "under a fault", "csrfmiddlewaretoken": token}  # fmt: skip
+    made = http.post("/batch/new/", data=fields, files={"file": ("one.txt", PROMPT.encode())},
+                     headers={"Referer": f"{http.base_url}batch/"})  # fmt: skip
+    assert made.status_code == 302, made.text[-800:]
+    return int(made.headers["location"].strip("/").split("/")[-1])
+
+
+def side_runs(stack: Stack, job_id: str, batch_id: int) -> tuple[dict, dict]:
+    """The job's run and the Batch prompt's item, once both have ended."""
+
+    def ended():
+        with stack.db() as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            cur.execute("SELECT * FROM completions_generation WHERE public_id = %s", [job_id])
+            job = cur.fetchone()
+            cur.execute("SELECT * FROM batch_batchitem WHERE batch_id = %s", [batch_id])
+            item = cur.fetchone()
+        done = job["state"] not in ("queued", "running") and item["state"] in ("done", "failed")
+        return done and (job, item)
+
+    return wait_until(ended, 90, "the job and the Batch prompt ended")
+
+
+def sweep(stack: Stack) -> None:
+    """What beat does every WEFT_JOB_SWEEP_SECONDS: runs whose worker died."""
+    code = "from completions import lifecycle; print(lifecycle.recover_stale())"
+    launcher.manage(stack.env, "shell", "-c", code, capture=True)
 
 
 def kill_worker(stack: Stack, http: httpx.Client, generation_id: int) -> None:
@@ -190,6 +158,7 @@ def kill_worker(stack: Stack, http: httpx.Client, generation_id: int) -> None:
     time.sleep(2.5)  # past the stale limit
     # A page asking about a run whose worker stopped beating marks it interrupted.
     assert http.get(f"/generations/{generation_id}/result/").status_code == 200
+    sweep(stack)  # the job and the Batch prompt are queued again
 
 
 def stop_engine(stack: Stack, http, generation_id: int) -> None:
@@ -226,11 +195,17 @@ FAULTS = {
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_it_keeps_what_reached_the_worker(stack, fault):
+def test_it_keeps_what_reached_the_worker(stack, api, fault):
     scripted, max_tokens, seen_before, act, state, code, complete = FAULTS[fault]
     expected = expected_tokens(stack, max_tokens)
-    httpx.post(f"{stack.engine}/_scripted/faults", json={"faults": [scripted]}).raise_for_status()
+    side_expected = "".join(expected_tokens(stack, SIDE_TOKENS))
+    # The same fault for each of the three requests, in whatever order they arrive.
+    httpx.post(
+        f"{stack.engine}/_scripted/faults", json={"faults": [scripted] * 3}
+    ).raise_for_status()
     http = log_in(stack)
+    job_id = submit_job(api)
+    batch_id = upload_batch(http)
     generation_id = start_run(http, max_tokens)
 
     watcher, stop = Watcher(), threading.Event()
@@ -291,5 +266,22 @@ def test_it_keeps_what_reached_the_worker(stack, fault):
     assert usage["completion_tokens"] == len(saved)
     assert final["charged_tokens"] == usage["prompt_tokens"] + len(saved)
     assert final["reserved_tokens"] == 0 and final["settled_at"] is not None
-    reserved, used, charged = balance(stack)
-    assert reserved == 0 and used == charged
+
+    job, item = side_runs(stack, job_id, batch_id)
+    harvested = api.get(f"/harvest/{job_id}").json()
+    if fault in ("worker SIGKILL", "Redis restart", "Postgres restart"):
+        assert harvested["status"] == "succeeded", harvested.get("error")
+        assert harvested["result"]["choices"][0]["text"] == side_expected
+        assert item["state"] == "done" and item["samples"][0]["text"] == side_expected
+        assert (job["attempts"], item["attempts"]) == (
+            (2, 1) if fault == "worker SIGKILL" else (1, 1)
+        )
+    else:
+        assert harvested["status"] == "failed"
+        assert harvested["error"]["error"]["code"] in ("upstream_error", "upstream_deadline")
+        assert harvested["usage"]["completion_tokens"] == 0  # the prompt alone
+        assert item["state"] == "failed" and item["error_code"]
+    ledger = balance(stack)
+    assert ledger["reserved"] == 0
+    assert ledger["pages"] == ledger["pages charged"]
+    assert ledger["api"] == ledger["key"] == ledger["jobs charged"]

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from completions import pipeline, tasks
 from completions.models import Generation
+from config import lanes
 from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -22,13 +23,15 @@ def test_it_requeues_a_lost_queued_generation_once(door_stack, scripted, setting
     generation = pipeline.start(user, DATA, kind="workbench")
 
     # Not yet past the limit: left alone.
-    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 0, "failed": 0}
+    assert tasks.resend_lost_runs() == {"resent": 0, "failed": 0}
 
+    # Its message went where nobody reads: as good as lost. The row belongs to the real
+    # worker's queue, where the re-sent message goes.
     Generation.objects.filter(pk=generation.pk).update(
-        created_at=timezone.now() - timedelta(seconds=301)
+        created_at=timezone.now() - timedelta(seconds=301),
+        queue=lanes.queue_of_lane(lanes.INTERACTIVE, "door"),
     )
-    settings.WEFT_GENERATION_QUEUE = "door"  # the re-sent message reaches the real worker
-    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 1, "failed": 0}
+    assert tasks.resend_lost_runs() == {"resent": 1, "failed": 0}
     wait_until(
         lambda: Generation.objects.get(pk=generation.pk).state == "done", 30, "the rerun done"
     )
@@ -42,4 +45,4 @@ def test_it_requeues_a_lost_queued_generation_once(door_stack, scripted, setting
     assert (generation.choices, generation.charged_tokens, generation.finished_at) == done
     assert len(scripted.requests()) == 1
     # And the sweep leaves a finished row alone.
-    assert tasks.requeue_or_fail_never_started_generations() == {"requeued": 0, "failed": 0}
+    assert tasks.resend_lost_runs() == {"resent": 0, "failed": 0}

@@ -10,7 +10,9 @@ def test_it_shows_budget_used_reserved_remaining_and_days(client, make_user, bud
     user = make_user()
     budget_of(user, 50_000)
     month = budget.month_of()
-    BudgetMonth.objects.create(user=user, month=month, used=1234, reserved=300)
+    BudgetMonth.objects.create(
+        account=f"pages:{user.pk}", user=user, month=month, used=1234, reserved=300
+    )
     DailyUsage.objects.create(
         user=user, day=month, prompt_tokens=1000, completion_tokens=234, runs=3
     )
@@ -37,3 +39,18 @@ def test_it_starts_a_month_at_midnight_utc_on_the_first():
     assert budget.next_reset(dt.datetime(2026, 12, 5, tzinfo=dt.UTC)) == dt.datetime(
         2027, 1, 1, tzinfo=dt.UTC
     )
+
+
+def test_it_shows_the_api_allowance_the_keys_share(client, make_user, settings):
+    from api.models import ApiKey
+
+    settings.WEFT_API_USER_MONTHLY_BUDGET = 9000
+    user = make_user()
+    key, _ = ApiKey.objects.create_key(user, "one")
+    month = budget.month_of()
+    BudgetMonth.objects.create(account=f"api:{user.pk}", user=user, month=month, used=4000)
+    BudgetMonth.objects.create(account=f"key:{key.pk}", user=user, month=month, used=4000)
+    client.force_login(user)
+    page = client.get("/usage/").content.decode()
+    shared = page.split('id="usage-api-allowance"')[1].split("</dl>")[0]
+    assert "<dd>9000</dd>" in shared and "<dd>5000</dd>" in shared  # allowance, remaining

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from completions.models import Generation
-from completions.tasks import purge_expired_generations
+from completions.tasks import expire_runs
 from tests.inspector.conftest import chips
 from workbench.models import Run
 
@@ -29,7 +29,7 @@ FORMS = {
 
 def purge_all():
     Generation.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    purge_expired_generations()
+    expire_runs()
     assert not Generation.objects.exists()
 
 

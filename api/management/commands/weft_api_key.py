@@ -6,7 +6,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from api.models import ApiKey
+from api.models import ApiKey, TooManyKeys
 
 
 class Command(BaseCommand):
@@ -32,7 +32,10 @@ class Command(BaseCommand):
             raise CommandError(f"no user {username!r}")
         if budget is not None and budget < 0:
             raise CommandError("--budget must be >= 0")
-        key, secret = ApiKey.objects.create_key(user, name, budget=budget)
+        try:
+            key, secret = ApiKey.objects.create_key(user, name, budget=budget)
+        except TooManyKeys as refusal:
+            raise CommandError(str(refusal)) from None
         self.stdout.write(f"created key {key.name!r} ({key.prefix}) for {username}, "
                           f"budget {key.budget_tokens():,} tokens/month")  # fmt: skip
         self.stdout.write(secret)

@@ -1,0 +1,118 @@
+"""Which run a worker takes next: owners take turns, not arrival order.
+
+Every queued run sends one Celery message to its lane's queue (config.lanes); the
+message is a turn, not an assignment. A worker that takes a message claims the fairest
+queued run of that queue under `FOR UPDATE SKIP LOCKED` — the owner (a user) with the
+fewest runs running there, then the one served least recently, then inside that owner
+the key (an API job's; page runs and Batch prompts have none) by the same two rules,
+then the oldest run. So a user who queued 200 jobs gets one turn in each round, like a
+user who queued one; their runs still all run, since there are as many messages as
+queued runs (a message that finds nothing left to claim does nothing, so a redelivered
+or re-sent message is harmless). Capacity per lane comes from the worker pools: the
+interactive pool's threads never take bulk work.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from completions.models import Generation
+from config import lanes
+
+log = logging.getLogger(__name__)
+State = Generation.State
+Lane = Generation.Lane
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a lane does with a run whose worker died or whose message may be lost."""
+
+    max_attempts: int  # runs in all when its worker dies mid-run (then it ends)
+    resend_after: float  # seconds queued before its message is sent again
+    give_up_after_resend: bool  # a page run still queued a limit after that fails
+
+
+def policy(lane: str) -> Policy:
+    if lane == Lane.JOBS:
+        return Policy(settings.WEFT_JOB_MAX_ATTEMPTS, settings.WEFT_JOB_REQUEUE_SECONDS, False)
+    if lane == Lane.BATCH:
+        # A prompt whose worker died is sent once more; a long wait behind other owners'
+        # bulk work is no reason to fail it.
+        return Policy(2, settings.WEFT_JOB_REQUEUE_SECONDS, False)
+    # A page run streams to a page: run again, its text would change under the reader;
+    # it is kept as it was, interrupted.
+    return Policy(1, settings.WEFT_GENERATION_QUEUED_LIMIT_SECONDS, True)
+
+
+def lane_for(kind: str, workload: str) -> str:
+    if kind == Generation.Kind.JOB:
+        return Lane.JOBS
+    return Lane.BATCH if workload == "batch" else Lane.INTERACTIVE
+
+
+def queue_for(lane: str) -> str:
+    return lanes.queue_of_lane(lane, settings.WEFT_GENERATION_QUEUE)
+
+
+# The fairest queued run of one queue. `waiting` is every (owner, key) with runs queued
+# there; for each, how many of the owner's (and the key's) runs are running there and
+# when the owner (and the key) last started one (index generation_owner_turn). Only the
+# chosen row is locked, skipping rows another worker is claiming.
+NEXT = """
+WITH waiting AS (
+    SELECT DISTINCT owner_id, key_id FROM completions_generation
+    WHERE queue = %(queue)s AND state = 'queued'
+), turns AS (
+    SELECT w.owner_id, w.key_id,
+        (SELECT count(*) FROM completions_generation r WHERE r.queue = %(queue)s
+            AND r.state = 'running' AND r.owner_id = w.owner_id) AS owner_running,
+        (SELECT max(r.started_at) FROM completions_generation r WHERE r.queue = %(queue)s
+            AND r.owner_id = w.owner_id) AS owner_served,
+        (SELECT count(*) FROM completions_generation r WHERE r.queue = %(queue)s
+            AND r.state = 'running' AND r.owner_id = w.owner_id
+            AND r.key_id IS NOT DISTINCT FROM w.key_id) AS key_running,
+        (SELECT max(r.started_at) FROM completions_generation r WHERE r.queue = %(queue)s
+            AND r.owner_id = w.owner_id AND r.key_id IS NOT DISTINCT FROM w.key_id) AS key_served
+    FROM waiting w
+)
+SELECT g.id FROM completions_generation g
+JOIN turns t ON t.owner_id = g.owner_id AND t.key_id IS NOT DISTINCT FROM g.key_id
+WHERE g.queue = %(queue)s AND g.state = 'queued'
+ORDER BY t.owner_running, t.owner_served NULLS FIRST, t.key_running,
+    t.key_served NULLS FIRST, g.created_at, g.id
+LIMIT 1
+FOR UPDATE OF g SKIP LOCKED
+"""
+
+
+def claim_next(queue: str, run_token: str) -> Generation | None:
+    """Claim the fairest queued run of `queue` for this worker (a fresh run_token, the
+    attempt counted), or None when nothing is left to claim. A run cancelled while
+    queued, or an API job whose key was revoked meanwhile, is finished here instead."""
+    from completions import lifecycle  # lifecycle imports this module
+
+    while True:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(NEXT, {"queue": queue})
+                found = cursor.fetchone()
+            if found is None:
+                return None
+            row = Generation.objects.select_related("key").get(pk=found[0])
+            if row.cancel_requested or (row.key is not None and row.key.revoked_at is not None):
+                lifecycle.finish(row, State.CANCELLED, run_token=None)
+                continue
+            now = timezone.now()
+            row.state = State.RUNNING
+            row.run_token = run_token
+            row.attempts += 1
+            row.started_at = now
+            row.updated_at = now
+            row.save(update_fields=["state", "run_token", "attempts", "started_at", "updated_at"])
+            return row

@@ -84,6 +84,7 @@ class Chart:
     names_label: str = ""  # what an x name is ("token", "day"): the CSV's and table's column
     # Tick labels: "numbers" (x), "names" (x_names: bins), "both" (a position over its token).
     x_ticks: Literal["numbers", "names", "both"] = "numbers"
+    tick_names: Sequence[str] | None = None  # shorter tick labels than x_names (bin edges)
     kind: Kind = "line"
     stacked: bool = False  # bars drawn on top of one another (totals per x)
     marks: list[Mark] = field(default_factory=list)
@@ -115,6 +116,7 @@ class Chart:
             "x_names": list(self.x_names) if self.x_names is not None else None,
             "names_label": self.names_label,
             "x_ticks": self.x_ticks,
+            "tick_names": list(self.tick_names) if self.tick_names is not None else None,
             "y_label": self.y_label,
             "y2_label": self.y2_label,
             "series": [s.spec() for s in self.series],
@@ -182,6 +184,10 @@ class Histogram:
             else:
                 out.append(f"{lo:g} to {hi:g}")
         return out
+
+    def ticks(self) -> list[str]:
+        """Short tick labels: an integer bin's name, a real one's lower edge."""
+        return self.names() if self.integer else [f"{lo:g}" for lo in self.edges[:-1]]
 
     def params(self) -> list[str]:
         """Each bin as a filter value (batch.charts reads it back): "lo:hi"."""

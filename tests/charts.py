@@ -15,16 +15,23 @@ def chart_entry(page: Any, figure: Any) -> dict:
 
 
 def canvas_ink(page: Any, figure: Any) -> float:
-    """The share of the plot's canvas pixels that are drawn on (not transparent)."""
-    return figure.evaluate(
-        """fig => {
-            const c = fig.querySelector('.chart-plot canvas');
-            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
-            let ink = 0;
-            for (let i = 3; i < d.length; i += 4) if (d[i] > 0) ink++;
-            return ink / (c.width * c.height);
-        }"""
-    )
+    """The share of the plot's canvas pixels that are drawn on (not transparent). A
+    figure the page re-renders meanwhile (a live chart) is measured once redrawn."""
+    for _ in range(50):
+        ink = figure.evaluate(
+            """fig => {
+                const c = fig.querySelector('.chart-plot canvas');
+                if (!c) return null;
+                const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                let ink = 0;
+                for (let i = 3; i < d.length; i += 4) if (d[i] > 0) ink++;
+                return ink / (c.width * c.height);
+            }"""
+        )
+        if ink is not None:
+            return ink
+        page.wait_for_timeout(100)
+    raise AssertionError("the chart was never drawn")
 
 
 def open_png(page: Any, path: str | Path) -> tuple[int, int]:

@@ -126,7 +126,7 @@
       splits.map((v) => {
         const i = index.get(v);
         if (i == null) return spec.x_ticks === "names" ? "" : String(v);
-        const name = short(spec.x_names[i], 10);
+        const name = short((spec.tick_names || spec.x_names)[i], 10);
         return spec.x_ticks === "names" ? name : `${v}\n${name}`;
       });
   }
@@ -373,6 +373,34 @@
     else download(await png(entry), `${entry.spec.filename}.png`);
   }
 
+  // A chart re-rendered in place (the Batch page's socket redraws them as prompts
+  // finish) keeps what its reader had: the selected bar, and the keyboard focus with
+  // the cursor's point, noted just before the swap.
+  const kept = new Map();
+  function note() {
+    for (const [id, entry] of live) {
+      const plot = entry.fig.querySelector(".chart-plot");
+      const focused = plot && plot.contains(document.activeElement);
+      kept.set(id, { selected: entry.selected, filterNote: entry.filterNote, focused, idx: entry.u.cursor.idx });
+    }
+  }
+
+  function restore(entry) {
+    const was = kept.get(entry.fig.id);
+    if (!was) return;
+    kept.delete(entry.fig.id);
+    if (entry.selected == null && was.selected != null && was.selected < entry.spec.x.length) {
+      entry.selected = was.selected;
+      entry.filterNote = was.filterNote;
+      entry.u.redraw(false);
+      readout(entry, null);
+    }
+    if (was.focused) {
+      entry.fig.querySelector(".chart-plot").focus({ preventScroll: true });
+      if (was.idx != null && was.idx < entry.spec.x.length) moveTo(entry, was.idx);
+    }
+  }
+
   function prune() {
     for (const [id, entry] of live) {
       if (!entry.fig.isConnected) {
@@ -416,11 +444,33 @@
     return entry;
   }
 
+  // The filtered table came back (a bar, "show all", a page): its data-filter says
+  // which bar it is filtered by, so the outline follows the table, not the last click.
+  function followFilter(root) {
+    if (!root.matches) return;
+    for (const entry of live.values()) {
+      const f = entry.spec.filter;
+      if (!f || !root.matches(f.target) || root.dataset.filter == null) continue;
+      const [param, value] = root.dataset.filter.split("=");
+      const idx = param === f.param ? f.values.indexOf(value) : -1;
+      entry.selected = idx >= 0 ? idx : null;
+      entry.filterNote = idx >= 0 ? `Table filtered to ${entry.spec.x_label} ${entry.spec.x_names[idx]}.` : "";
+      entry.u.redraw(false);
+      readout(entry, null);
+    }
+  }
+
   function init(root) {
     prune();
+    followFilter(root);
     const figs = root.matches && root.matches("figure[data-chart]") ? [root] : [];
     figs.push(...(root.querySelectorAll ? root.querySelectorAll("figure[data-chart]") : []));
-    for (const fig of figs) if (!fig.dataset.ready) draw(fig);
+    for (const fig of figs) {
+      if (fig.dataset.ready) continue;
+      const entry = draw(fig);
+      if (entry) restore(entry);
+    }
+    kept.clear();
   }
 
   // A chip under the mouse or focus puts the cursor on its point, in every chart
@@ -450,6 +500,9 @@
     if (entry) exportAs(entry, button.dataset.chartExport);
   });
   document.addEventListener("DOMContentLoaded", () => init(document));
+  for (const name of ["htmx:beforeSwap", "htmx:oobBeforeSwap", "htmx:wsBeforeMessage"]) {
+    document.addEventListener(name, note);
+  }
   document.addEventListener("htmx:load", (e) => init(e.target));
   document.addEventListener("htmx:oobAfterSwap", (e) => init(e.detail.target || document));
 

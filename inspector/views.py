@@ -66,10 +66,13 @@ def _owned(request: HttpRequest, generation_id: int) -> Generation:
     return generation
 
 
-def _respond_error(request: HttpRequest, which: str, form: Any, message: str = "") -> HttpResponse:
+def _respond_error(
+    request: HttpRequest, which: str, form: Any, message: str = "", refusal: Any = None
+) -> HttpResponse:
     context = _forms(request.POST, which)
     context[f"{which}_form"] = form
     context["error"] = message
+    context["budget_refusal"] = refusal if isinstance(refusal, services.BudgetRefusal) else None
     if request.htmx:
         return render(request, f"{PAGE}#errors", context)
     return render(request, PAGE, context, status=400)
@@ -93,7 +96,7 @@ def _submit(request: HttpRequest, which: str, run: Any) -> HttpResponse:
     try:
         generation = run(request.user, form.cleaned_data)
     except services.Refusal as exc:
-        return _respond_error(request, which, form, str(exc))
+        return _respond_error(request, which, form, str(exc), exc)
     return _respond_result(request, generation)
 
 

@@ -200,6 +200,13 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "batch:item_workbench": ("GET", []),
     "batch:item_loom": ("POST", []),
     "api_key_revoke": ("POST", []),
+    "feedback_list": ("GET", []),
+    "feedback_new": ("POST", ["message", "page_url", "reported_at", "request_id"]),
+    "feedback_new#form": ("GET", ["page"]),
+    "feedback_detail": ("GET", []),
+    "budget_request": ("POST", ["key", "amount", "reason"]),
+    "budget_request#form": ("GET", ["key", "asked", "left"]),
+    "budget_request_withdraw": ("POST", []),
 }
 NOT_FUZZED = {
     "health": "public, takes no input",

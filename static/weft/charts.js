@@ -108,14 +108,17 @@
     const order = spec.series.map((_, i) => i);
     const values = spec.series.map((s) => s.values);
     if (spec.stacked) {
-      const sums = [];
+      // Only the bars stack; lines (a budget's burn-down) keep their own values.
+      const bars = order.filter((i) => spec.series[i].style === "bars");
+      const lines = order.filter((i) => spec.series[i].style !== "bars");
+      const sums = {};
       let run = spec.x.map(() => null);
-      values.forEach((vals) => {
-        run = vals.map((v, k) => (v == null && run[k] == null ? null : (run[k] || 0) + (v || 0)));
-        sums.push(run);
+      bars.forEach((i) => {
+        run = values[i].map((v, k) => (v == null && run[k] == null ? null : (run[k] || 0) + (v || 0)));
+        sums[i] = run;
       });
-      order.reverse();
-      return { order, data: [spec.x, ...order.map((i) => sums[i])] };
+      const drawn = [...bars.reverse(), ...lines];
+      return { order: drawn, data: [spec.x, ...drawn.map((i) => (i in sums ? sums[i] : values[i]))] };
     }
     return { order, data: [spec.x, ...values] };
   }

@@ -106,7 +106,9 @@
   // segment first so each lower one covers it from the axis up).
   function columns(spec) {
     const order = spec.series.map((_, i) => i);
-    const values = spec.series.map((s) => s.values);
+    // An empty bar is not drawn (a zero would show as a stroke on the axis); the
+    // readout, the table and the CSV still say 0.
+    const values = spec.series.map((s) => (s.style === "bars" ? s.values.map((v) => (v === 0 ? null : v)) : s.values));
     if (spec.stacked) {
       // Only the bars stack; lines (a budget's burn-down) keep their own values.
       const bars = order.filter((i) => spec.series[i].style === "bars");
@@ -198,6 +200,7 @@
   }
 
   function drawMarks(entry, u) {
+    entry.drawnAt = entry.drawnAt || performance.now(); // the first draw's end (bench/charts.py)
     const g = u.ctx;
     const pr = devicePixelRatio || 1;
     const { top, height, left, width } = u.bbox;
@@ -415,7 +418,7 @@
     }
   }
 
-  function draw(fig) {
+  function draw(fig, measured) {
     const script = fig.querySelector("script[type='application/json']");
     const plot = fig.querySelector(".chart-plot");
     if (!script || !plot || !window.uPlot) return null;
@@ -428,7 +431,7 @@
       entry.selected = spec.filter.selected;
       entry.filterNote = `Table filtered to ${spec.x_label} ${spec.x_names ? spec.x_names[entry.selected] : ""}.`;
     }
-    const width = plot.clientWidth || 640;
+    const width = measured || plot.clientWidth || 640;
     entry.u = new uPlot(options(entry, width), data, plot);
     legend(entry);
     readout(entry, null);
@@ -468,11 +471,14 @@
     followFilter(root);
     const figs = root.matches && root.matches("figure[data-chart]") ? [root] : [];
     figs.push(...(root.querySelectorAll ? root.querySelectorAll("figure[data-chart]") : []));
-    for (const fig of figs) {
-      if (fig.dataset.ready) continue;
-      const entry = draw(fig);
+    // Every width first, in one layout; drawing one chart and then measuring the next
+    // would lay the page out again for each (16 small multiples: 16 layouts).
+    const todo = figs.filter((fig) => !fig.dataset.ready);
+    const widths = todo.map((fig) => (fig.querySelector(".chart-plot") || fig).clientWidth);
+    todo.forEach((fig, i) => {
+      const entry = draw(fig, widths[i]);
       if (entry) restore(entry);
-    }
+    });
     kept.clear();
   }
 

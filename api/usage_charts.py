@@ -191,13 +191,14 @@ def everyone_charts(month: dt.date) -> list[Chart]:
             _add(folded, {(day, "others" if user in others else user): tokens})
         by_user, ranked = folded, [*ranked[:TOP_USERS], "others"]
     by_model = _add(_page_cells(month), _api_cells(month, "model"))
-    return [
+    charts = [
         _chart("everyone-users", "Everyone: tokens per day by user", "pages and API together",
                month, _series(by_user, days, until, ranked), budget=False),
         _chart("everyone-models", "Everyone: tokens per day by model",
                "pages (runs kept 7 days) and API together", month,
                _series(by_model, days, until, _ranked(by_model)), budget=False),
     ]  # fmt: skip
+    return [c for c in charts if c.series]  # nobody used anything yet: nothing to draw
 
 
 def context(user: Any, month: dt.date, page: dict[str, Any]) -> dict[str, Any]:

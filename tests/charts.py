@@ -49,3 +49,10 @@ def open_png(page: Any, path: str | Path) -> tuple[int, int]:
         url,
     )
     return size[0], size[1]
+
+
+def watch_errors(page: Any) -> list[str]:
+    """The page's uncaught script errors from now on (a chart that throws draws nothing)."""
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return errors

@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from batch.models import Batch
-from tests.charts import canvas_ink, chart_entry
+from tests.charts import canvas_ink, chart_entry, watch_errors
 
 TIMEOUT = 60_000
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -33,6 +33,7 @@ def _shown_items(page) -> list[int]:
 def test_it_charts_a_batch_and_filters_by_a_bar(
     batch_stack, engine, make_user, login, page, artifacts_dir, tmp_path
 ):
+    errors = watch_errors(page)
     page.set_viewport_size({"width": 1400, "height": 1400})
     user = make_user()
     login(batch_stack["url"], user.username)
@@ -107,3 +108,4 @@ def test_it_charts_a_batch_and_filters_by_a_bar(
     expect(page.locator("#batch-filter")).to_have_count(0)
     assert len(_shown_items(page)) == 24
     assert page.evaluate("id => weftCharts.entry(id).selected", mean.get_attribute("id")) is None
+    assert errors == []  # no script error on the way

@@ -10,7 +10,7 @@ import io
 import pytest
 from playwright.sync_api import expect
 
-from tests.charts import canvas_ink, chart_entry, open_png
+from tests.charts import canvas_ink, chart_entry, open_png, watch_errors
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -20,6 +20,7 @@ TEXT = "The owl sang to the moon and the cat ran over the old mill by the river.
 def test_it_plots_surprisal_linked_to_the_chips(
     scripted_web, make_user, page, login, artifacts_dir
 ):
+    errors = watch_errors(page)
     make_user("iris")
     login(scripted_web, "iris")
     page.goto(f"{scripted_web}/inspect/")
@@ -84,11 +85,13 @@ def test_it_plots_surprisal_linked_to_the_chips(
         bits = table.nth(i).locator("td").nth(5).text_content()
         assert f"{float(rows[i]['surprisal (bits)']):.2f}" == bits
     assert rows[0]["surprisal (bits)"] == ""  # nothing predicts the first token
+    assert errors == []  # no script error on the way
 
 
 def test_it_overlays_a_compare_with_its_difference(
     scripted_web, make_user, page, login, artifacts_dir
 ):
+    errors = watch_errors(page)
     make_user("ivo")
     login(scripted_web, "ivo")
     page.goto(f"{scripted_web}/inspect/")
@@ -109,3 +112,4 @@ def test_it_overlays_a_compare_with_its_difference(
     chips.nth(1).hover()
     expect(figure.locator(".chart-readout")).to_contain_text("shared token 1")
     page.screenshot(path=artifacts_dir / "inspect-compare-chart.png", full_page=True)
+    assert errors == []  # no script error on the way

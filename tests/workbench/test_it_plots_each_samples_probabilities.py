@@ -12,7 +12,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.charts import canvas_ink, chart_entry
+from tests.charts import canvas_ink, chart_entry, watch_errors
 from tests.workbench.helpers import WORKBENCH_TIMEOUT, fill_run_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -31,6 +31,7 @@ def _run(page, *, seed: str) -> object:
 def test_it_plots_each_samples_probabilities(
     wb_stack, engine, make_user, login, page, artifacts_dir
 ):
+    errors = watch_errors(page)
     user = make_user()
     login(wb_stack["url"], user.username)
     page.goto(f"{wb_stack['url']}/workbench/")
@@ -102,3 +103,4 @@ def test_it_plots_each_samples_probabilities(
     assert page.evaluate(cursor, figure.get_attribute("id")) is not None
     figure.scroll_into_view_if_needed()
     page.screenshot(path=artifacts_dir / "workbench-compare-charts.png", full_page=True)
+    assert errors == []  # no script error on the way

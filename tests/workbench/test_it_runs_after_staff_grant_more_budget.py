@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from completions.models import TokenBudget
 from feedback.models import BudgetRequest
-from tests.charts import canvas_ink, chart_entry
+from tests.charts import canvas_ink, chart_entry, watch_errors
 from tests.workbench.helpers import WORKBENCH_TIMEOUT, fill_run_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_it_runs_after_staff_grant_more_budget(
     wb_stack, engine, make_user, login, page, browser, artifacts_dir
 ):
+    errors = watch_errors(page)
     user = make_user()
     TokenBudget.objects.create(user=user, monthly_tokens=100)
     login(wb_stack["url"], user.username)
@@ -90,3 +91,4 @@ def test_it_runs_after_staff_grant_more_budget(
     everyone.scroll_into_view_if_needed()
     admin.screenshot(path=str(artifacts_dir / "usage-everyone.png"))
     admin.context.close()
+    assert errors == []  # no script error on the way

@@ -232,7 +232,7 @@ def main() -> None:
     def line(name: str, key: str, base: str | None = None) -> str:
         p50, p95 = percentile(results[key], 0.5), percentile(results[key], 0.95)
         ratio = f"   × {p50 / percentile(results[base], 0.5):.2f} of bare" if base else ""
-        return f"  {name:<44} p50 {p50:7.1f} ms   p95 {p95:7.1f} ms{ratio}"
+        return f"  {name:<50} p50 {p50:7.1f} ms   p95 {p95:7.1f} ms{ratio}"
 
     n = args.points
     print(

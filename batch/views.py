@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from batch import exports, feeding
+from batch import charts, exports, feeding
 from batch.models import Batch, BatchItem
 from batch.uploads import FORMATS, MAX_PROMPTS, UploadError, detect, parse
 from completions.budget import usage_summary
@@ -109,6 +109,8 @@ def _detail_context(request: HtmxRequest, batch: Batch) -> dict[str, Any]:
     items = batch.items.select_related("generation").order_by("index")
     if request.GET.get("failed"):
         items = items.filter(state=BatchItem.State.FAILED)
+    chosen, filter_problem = charts.sample_filter(request.GET)  # a histogram bar's filter
+    items = charts.filtered(items, chosen)
     page = Paginator(items, PAGE_SIZE).get_page(request.GET.get("page"))
     return {
         "batch": batch,
@@ -116,6 +118,8 @@ def _detail_context(request: HtmxRequest, batch: Batch) -> dict[str, Any]:
         "page": page,
         "only_failed": bool(request.GET.get("failed")),
         "n": batch.params.get("n") or 1,
+        "sample_filter": chosen,
+        "filter_problem": filter_problem,
     }
 
 

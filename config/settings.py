@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "inspector",
     "api",
     "batch",
+    "feedback",
 ]
 
 MIDDLEWARE = [
@@ -253,6 +254,24 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = env_str("STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+
+# Feedback and budget requests (feedback/): mail is off unless WEFT_NOTIFY_EMAIL names
+# the address staff read; Django's SMTP backend then sends through this server.
+WEFT_NOTIFY_EMAIL = env_str("WEFT_NOTIFY_EMAIL")
+MAILERS = {
+    "default": {
+        "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "OPTIONS": {
+            "host": env_str("WEFT_EMAIL_HOST", "localhost"),
+            "port": env_int("WEFT_EMAIL_PORT", 25, minimum=1),
+            "username": env_str("WEFT_EMAIL_USER"),
+            "password": env_str("WEFT_EMAIL_PASSWORD"),
+            "use_tls": env_bool("WEFT_EMAIL_TLS", False),
+            "timeout": 10,
+        },
+    }
+}
+DEFAULT_FROM_EMAIL = env_str("WEFT_EMAIL_FROM", "weft@localhost")
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)

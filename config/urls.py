@@ -16,4 +16,5 @@ urlpatterns = [
     path("loom/", include("loom.urls")),
     path("batch/", include("batch.urls")),
     path("", include("api.page_urls")),
+    path("", include("feedback.urls")),
 ]

@@ -558,33 +558,6 @@ def to_csv(records: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
-# --------------------------------------------------------------------------- chart
-
-
-def surprisal_chart(
-    rows: list[TokenRow], width: int = 720, height: int = 120, pad: int = 4
-) -> dict[str, Any]:
-    """Geometry for a small SVG line of surprisal (bits) along the text; the template
-    draws it, so all text stays escaped by the template engine."""
-    points = [(i, r.bits) for i, r in enumerate(rows) if r.bits is not None]
-    if not points:
-        return {"width": width, "height": height, "points": "", "dots": [], "max_bits": 0}
-    top = max(max(b for _, b in points), 1.0)
-    n = max(len(rows) - 1, 1)
-    dots = []
-    for i, bits in points:
-        x = pad + (width - 2 * pad) * i / n
-        y = height - pad - (height - 2 * pad) * bits / top
-        dots.append({"x": round(x, 1), "y": round(y, 1), "bits": bits, "row": rows[i]})
-    return {
-        "width": width,
-        "height": height,
-        "points": " ".join(f"{d['x']},{d['y']}" for d in dots),
-        "dots": dots,
-        "max_bits": top,
-    }
-
-
 def visible_text(text: str) -> str:
     """Whitespace a reader can see inside a chip: a token that is only a newline or a
     space would otherwise render as nothing."""

@@ -22,6 +22,15 @@ class Refusal(Exception):
     """Something to tell the user instead of sending the request."""
 
 
+class BudgetRefusal(Refusal):
+    """The scoring does not fit what is left of the month's budget (the page offers to
+    ask for more: asked − left is what it lacked)."""
+
+    def __init__(self, refused: BudgetRefused) -> None:
+        super().__init__(refused.message)
+        self.asked, self.left = refused.asked, refused.left
+
+
 def run(user: Any, data: dict[str, Any], *, complete: Any = None) -> Generation:
     """run_now, with every way of not getting a result turned into a Refusal.
     `complete` reads the answer in place of the door's client.complete."""
@@ -30,7 +39,7 @@ def run(user: Any, data: dict[str, Any], *, complete: Any = None) -> Generation:
     except ParamsInvalid as exc:
         raise Refusal("; ".join(f"{e.field}: {e.message}" for e in exc.errors)) from None
     except BudgetRefused as exc:
-        raise Refusal(exc.message) from None
+        raise BudgetRefusal(exc) from None
     if generation.state != Generation.State.DONE:
         code = f" ({generation.error_code})" if generation.error_code else ""
         rid = f" — request id {generation.request_id}" if generation.request_id else ""

@@ -15,7 +15,7 @@ from completions.client import get_model, list_models
 from completions.errors import BackendError
 from completions.models import Generation
 from core.tokens import LEGEND, Chip, chips_html, probability
-from inspector import scoring, services
+from inspector import charts, scoring, services
 from inspector.forms import ChoicesForm, CompareForm, SaveForm, ScoreForm
 from loom.forms import first_error
 from workbench.models import Run
@@ -66,10 +66,13 @@ def _owned(request: HttpRequest, generation_id: int) -> Generation:
     return generation
 
 
-def _respond_error(request: HttpRequest, which: str, form: Any, message: str = "") -> HttpResponse:
+def _respond_error(
+    request: HttpRequest, which: str, form: Any, message: str = "", refusal: Any = None
+) -> HttpResponse:
     context = _forms(request.POST, which)
     context[f"{which}_form"] = form
     context["error"] = message
+    context["budget_refusal"] = refusal if isinstance(refusal, services.BudgetRefusal) else None
     if request.htmx:
         return render(request, f"{PAGE}#errors", context)
     return render(request, PAGE, context, status=400)
@@ -93,7 +96,7 @@ def _submit(request: HttpRequest, which: str, run: Any) -> HttpResponse:
     try:
         generation = run(request.user, form.cleaned_data)
     except services.Refusal as exc:
-        return _respond_error(request, which, form, str(exc))
+        return _respond_error(request, which, form, str(exc), exc)
     return _respond_result(request, generation)
 
 
@@ -145,7 +148,7 @@ def _alternatives(row: scoring.TokenRow) -> list[tuple[str, float, bool]]:
     return top
 
 
-def _delta_chip(pair: scoring.DeltaRow) -> Chip:
+def _delta_chip(index: int, pair: scoring.DeltaRow) -> Chip:
     """A compared token in the shared token view: coloured by Δ = B minus A (its own
     diverging scale, `d` classes), the popover giving both logprobs above B's
     alternatives."""
@@ -160,31 +163,33 @@ def _delta_chip(pair: scoring.DeltaRow) -> Chip:
         alternatives=_alternatives(pair.b),
         info=f"Δ {number(pair.delta)} · A {number(pair.a.logprob)} · B {number(pair.b.logprob)}",
         classes=f"d{'x' if bucket is None else bucket}",
-        attrs={"delta": "" if pair.delta is None else repr(pair.delta)},
+        attrs={"delta": "" if pair.delta is None else repr(pair.delta), "pair": str(index)},
     )
 
 
 def _result_context(generation: Generation) -> dict[str, Any]:
     return {
-        **result_context(generation.target),
+        **result_context(generation.target, key=generation.pk),
         "generation": generation,
         "can_save": _can_save(generation),
     }
 
 
-def result_context(target: dict[str, Any]) -> dict[str, Any]:
+def result_context(target: dict[str, Any], *, key: Any = "result") -> dict[str, Any]:
     """What the result partial shows, from the stored result alone (a History
-    entry keeps it after its checkpoint is purged)."""
+    entry keeps it after its checkpoint is purged). `key` names its charts."""
     context: dict[str, Any] = {"target": target, "mode": target["mode"]}
     if target["mode"] == "score":
         rows = _rows(target["rows"])
         chips = [_chip(r) for r in rows]
+        for chip, total in zip(chips, charts.cumulative_bits(rows), strict=True):
+            chip["cumulative"] = total
         context.update(
             chips=chips,
             chips_html=chips_html([c["chip"] for c in chips]),
             token_legend=LEGEND,
             summary=scoring.summarise(rows),
-            chart=scoring.surprisal_chart(rows),
+            chart=charts.surprisal_chart(rows, full_vocab=bool(target.get("full_vocab")), key=key),
         )
     elif target["mode"] == "choices":
         context["scores"] = target["scores"]
@@ -194,7 +199,8 @@ def result_context(target: dict[str, Any]) -> dict[str, Any]:
             for a, b in target["pairs"]
         ]
         context["pairs"] = pairs
-        context["chips_html"] = chips_html([_delta_chip(p) for p in pairs])
+        context["chips_html"] = chips_html([_delta_chip(i, p) for i, p in enumerate(pairs)])
+        context["chart"] = charts.compare_chart(pairs, target.get("labels") or [], key=key)
         deltas = [p.delta for p in pairs if p.delta is not None]
         context["delta_total"] = sum(deltas)
     return context

@@ -99,6 +99,16 @@ CASES: list[tuple[str, dict, dict, str]] = [
     ),
     ("batch:new", {}, {"format": "auto", "title": "t"}, "Choose a file of prompts"),
     ("batch:new", {}, {"temperature": "abc"}, "'abc' is not a number"),
+    ("feedback_new", {}, {"message": "", "page_url": "/x"}, "This field is required."),
+    (
+        "feedback_new",
+        {},
+        {"message": "hi", "reported_at": "2026-02-30 10:00"},
+        "Enter a valid date/time.",
+    ),
+    ("budget_request", {}, {"amount": "0", "reason": "more"}, "greater than or equal to 1"),
+    ("budget_request", {}, {"amount": "abc", "reason": "more"}, "Enter a whole number."),
+    ("budget_request", {}, {"amount": "1000", "reason": ""}, "This field is required."),
 ]
 
 # Views that read fields whose refusals other files test, or that have none to show.
@@ -120,8 +130,11 @@ NO_ERRORS = {
     "wb_export": "History's filters: an invalid one filters nothing, the page says why",
     "wb_compare": "two run ids in the query: someone else's or nonsense is a 404",
     "loom:outline_children": "a level that is not a small whole number opens at the first level",
-    "batch:detail": "an odd page number shows the nearest page; `failed` is a flag, any value is on",
+    "batch:detail": "an odd page number shows the nearest page; `failed` is a flag, any value is on;"
+    " a histogram filter that cannot be read: batch/test_it_filters_results_by_a_histogram_bin.py",
     "batch:results": "the detail page's table alone: the same page number and flag as batch:detail",
+    "feedback_new#form": "the form itself: `page` is any text, shown (cut to 2,000) for the user to edit",
+    "budget_request#form": "the form: someone else's or a malformed key is a 404, asked/left only suggest",
 }
 
 

@@ -35,6 +35,7 @@ def make_world(user) -> dict[str, Any]:
     from api.models import ApiKey
     from batch.models import Batch, BatchItem
     from completions.models import Generation
+    from feedback.models import BudgetRequest, Feedback
     from loom.models import Author, Tree
     from workbench.models import Draft, Preset, Run, SavedPrompt
 
@@ -82,6 +83,8 @@ def make_world(user) -> dict[str, Any]:
         "preset_id": Preset.objects.create(owner=user, name="p", params={"n": 2}).pk,
         "prompt_id": SavedPrompt.objects.create(owner=user, name="s", prompt="hi").pk,
         "key_id": ApiKey.objects.create_key(user, "k")[0].pk,
+        "feedback_id": Feedback.objects.create(owner=user, message="it broke").pk,
+        "budget_request_id": BudgetRequest.objects.create(owner=user, amount=10, reason="more").pk,
         "batch_id": batch.pk,
         "item_id": [item.pk, failed.pk],
     }
@@ -94,7 +97,8 @@ def snapshot(user) -> str:
     """The user's data, as a digest: what a refused request must leave alone."""
     from api.models import ApiKey
     from batch.models import Batch, BatchItem
-    from completions.models import Generation
+    from completions.models import Generation, TokenBudget
+    from feedback.models import BudgetRequest, Feedback
     from loom.models import Node, RedoEntry, Tree
     from workbench.models import Draft, Preset, Run, Sample, SavedPrompt
 
@@ -124,6 +128,17 @@ def snapshot(user) -> str:
             .order_by("pk")
             .values_list("pk", "prompt", "state", "generation_id", "samples")
         ),
+        list(
+            Feedback.objects.filter(owner=user)
+            .order_by("pk")
+            .values_list("pk", "message", "resolved")
+        ),
+        list(
+            BudgetRequest.objects.filter(owner=user)
+            .order_by("pk")
+            .values_list("pk", "key_id", "amount", "state")
+        ),
+        list(TokenBudget.objects.filter(user=user).values_list("monthly_tokens")),
         # A request refused after it was sent records its outcome (failed/refused).
         list(
             Generation.objects.filter(owner=user)

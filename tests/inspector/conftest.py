@@ -75,3 +75,17 @@ def inspect_web(django_db_setup, llama_engine) -> Iterator[str]:
         yield start_web(sup, env, free_port())
     finally:
         sup.stop_all()
+
+
+@pytest.fixture(scope="session")
+def scripted_web(django_db_setup, scripted_engine) -> Iterator[str]:
+    """The real ASGI server on the test database, pointed at the scripted engine (fast,
+    deterministic; its small vocabulary makes full-vocabulary scorings cheap)."""
+    from django.conf import settings
+
+    env = child_env(settings.DATABASES["default"]["NAME"], WEFT_BACKEND_URL=f"{scripted_engine}/v1")
+    sup = Supervisor()
+    try:
+        yield start_web(sup, env, free_port())
+    finally:
+        sup.stop_all()

@@ -85,15 +85,6 @@ def test_it_buckets_relative_and_delta_colours():
     assert scoring.delta_bucket(3.0) == 4
 
 
-def test_it_draws_the_surprisal_chart_inside_its_box():
-    rows = scoring.rows_from_prompt_logprobs(PLP, k=2)
-    chart = scoring.surprisal_chart(rows, width=100, height=50, pad=0)
-    assert len(chart["dots"]) == 2
-    assert all(0 <= d["x"] <= 100 and 0 <= d["y"] <= 50 for d in chart["dots"])
-    # The most surprising token sits at the top of the chart.
-    assert chart["dots"][1]["y"] == 0
-
-
 def test_it_finds_the_actual_tokens_when_key_order_is_lost():
     # jsonb sorts keys: the actual token is no longer first. k + 1 entries mean the
     # worst-ranked is the actual one; with k entries the text decides.

@@ -202,6 +202,7 @@ def create(sub: Submission) -> tuple[Generation, bool]:
                 queue=scheduler.queue_for(Generation.Lane.JOBS),
                 workload=sub.workload or "interactive",
                 params=sub.body,
+                target={"model": sub.model},  # metadata: kept when the content goes
                 choices=[],
                 prompt_tokens=sub.prompt_tokens,
                 prompt_exact=sub.prompt_exact,
@@ -306,13 +307,11 @@ def head(job: Generation) -> dict[str, Any]:
         "started_at": _unix(job.started_at),
         "finished_at": _unix(job.finished_at),
         "expires_at": _unix(expires_at(job)),
-        "model": (job.params or {}).get("model") if job.state != State.EXPIRED else None,
+        "model": (job.target or {}).get("model") or None,
         "idempotency_key": job.idempotency_key or None,
         "max_tokens_clamped": parse_clamp(job.clamped),
         "usage": None,
     }
-    if out["model"] is None:
-        out["model"] = job.served_model or None
     if job.charged_tokens is not None:
         usage = job.usage if isinstance(job.usage, dict) else {}
         prompt = lifecycle.count(usage.get("prompt_tokens")) or 0
@@ -539,7 +538,7 @@ async def _call(job: Generation, writer: _Writer) -> Outcome:
     from api.proxy import upstream_error, usage_from_tail
 
     try:
-        to = await passthrough.target(job.params.get("model"))
+        to = await passthrough.target((job.target or {}).get("model"))
     except BackendError as exc:
         return Outcome(State.FAILED, error=upstream_error(exc), usage=_no_usage())
     served = to.model.root or to.model.id

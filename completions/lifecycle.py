@@ -307,7 +307,6 @@ def _drop_content(generation_id: int) -> int:
             state=State.EXPIRED,
             params={},
             choices=[],
-            target=None,
             error_message="",
             error_detail=None,
             result_token="",

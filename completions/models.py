@@ -163,7 +163,7 @@ class GenerationQuerySet(models.QuerySet):
 
     def without_content(self) -> GenerationQuerySet:
         """For status reads (a job's poll): never the request, checkpoint or result."""
-        return self.defer("params", "choices", "target", "error_message")
+        return self.defer("params", "choices", "error_message")
 
 
 class Generation(models.Model):

@@ -66,6 +66,7 @@ def _jobs(apps) -> None:
             queue=queue,
             workload=job.workload or "interactive",
             params=job.request or {},
+            target={"model": job.model},
             choices=[],
             state=state,
             expired_from=STATES.get(job.expired_from, job.expired_from),

@@ -218,7 +218,8 @@ def budget_exceeded(left: int, prompt_tokens: int) -> ApiError:
     reset = next_reset()
     return ApiError(
         "budget_exceeded",
-        f"this key has {left:,} tokens left this month; the prompt alone needs "
+        f"this key has {left:,} tokens left this month (within its own budget and the "
+        f"allowance its user's keys share); the prompt alone needs "
         f"{prompt_tokens:,} and at least one generated token must fit. The budget resets "
         f"on {reset:%Y-%m-%d} 00:00 UTC.",
         retry_after=max(1.0, (reset - timezone.now()).total_seconds()),

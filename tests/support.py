@@ -3,12 +3,16 @@
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from config import lanes
-from config.launcher import BASE_DIR, Supervisor, web_command, worker_command
+from launch import services
+from launch.runtime import BASE_DIR
+from launch.services import worker_command
+from launch.supervisor import Supervisor
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -60,7 +64,9 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
 def start_web(sup: Supervisor, env: dict, port: int):
     import httpx
 
-    proc = sup.start("web", web_command("127.0.0.1", port), env_vars=env)
+    proc = sup.start(
+        "web", list(services.web(sys.executable, "127.0.0.1", port).command), env_vars=env
+    )
     wait_until(
         lambda: (
             proc.poll() is None
@@ -91,7 +97,7 @@ def start_worker(
     handle = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = sup.start(
         f"worker-{label}",
-        worker_command(concurrency, queues, name=f"{label}-{free_port()}@%h"),
+        list(worker_command(sys.executable, concurrency, queues, name=f"{label}-{free_port()}@%h")),
         env_vars=env,
         stdout=handle,
         stderr=subprocess.STDOUT,

@@ -28,8 +28,11 @@ import httpx
 import psycopg
 import pytest
 
-from config import launcher
 from engine.testing import run_engine
+from launch.commands import manage
+from launch.datadir import scratch_dir
+from launch.embedded import ensure_database, start_postgres, start_redis
+from launch.runtime import runtime
 from tests.completions.wsclient import Watcher, watch
 from tests.support import Supervisor, free_port, start_web, start_worker, wait_until
 
@@ -43,8 +46,8 @@ class Stack:
     """Services the test can stop and start again, and the app processes on them."""
 
     def __init__(self) -> None:
-        self.scratch = launcher.scratch_dir("weft-faults-")
-        self.rt = launcher.runtime()
+        self.scratch = scratch_dir("weft-faults-")
+        self.rt = runtime()
         self.services = Supervisor(self.rt)
         self.app = Supervisor(self.rt)
         self.pg = self.scratch / "pg"
@@ -52,10 +55,10 @@ class Stack:
         self.worker = None
 
     def start_postgres(self) -> None:
-        launcher.start_postgres(self.services, self.pg, durable=False)
+        start_postgres(self.services, self.pg, durable=False)
 
     def start_redis(self) -> None:
-        launcher.start_redis(self.services, self.sock, persist=False)
+        start_redis(self.services, self.sock, persist=False)
 
     def restart(self, name: str) -> None:
         for entry in list(self.services.children):
@@ -102,7 +105,7 @@ def stack():
         with run_engine("scripted") as engine:
             stack.engine = engine
             stack.start_postgres()
-            launcher.ensure_database(stack.pg, "weft")
+            ensure_database(stack.pg, "weft")
             stack.start_redis()
             stack.env = {
                 **os.environ,
@@ -118,8 +121,8 @@ def stack():
                 "WEFT_DATA_DIR": str(stack.scratch),
                 "SECRET_KEY": secrets.token_urlsafe(50),
             }
-            launcher.manage(stack.env, "migrate", "--noinput", capture=True)
-            account = launcher.manage(stack.env, "weft_local_account", capture=True)
+            manage(stack.env, "migrate", "--noinput", capture=True)
+            account = manage(stack.env, "weft_local_account", capture=True)
             stack.username, stack.password = re.search(
                 r"username: (\S+)  password: (\S+)", account
             ).groups()

@@ -301,10 +301,12 @@ LOGGING = {
     "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }
 if WEFT_LOG_FORMAT == "json":
-    # The ASGI server's and Celery's own lines go through the same handler.
+    # The ASGI server's and Celery's own lines go through the same handler. Its access
+    # log stays off (the web command's --no-access-log, which configuring "uvicorn"
+    # would otherwise undo).
     LOGGING["loggers"] |= {
-        name: {"handlers": ["console"], "propagate": False}
-        for name in ("uvicorn", "uvicorn.error", "uvicorn.access")
+        "uvicorn": {"handlers": ["console"], "propagate": False},
+        "uvicorn.access": {"handlers": [], "propagate": False},
     }
     CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

@@ -146,6 +146,8 @@ def cmd_run() -> int:
 
 
 def cmd_test(pytest_args: list[str]) -> int:
+    # Before the settings are read (they set it to the default for this process).
+    metrics_given = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     cfg = check_environment()
     # A full run lints and type-checks first; `make test ARGS=tests/x` (a developer's
     # focused run) does not.
@@ -164,7 +166,7 @@ def cmd_test(pytest_args: list[str]) -> int:
     child_env.setdefault("SECRET_KEY", secrets.token_urlsafe(50))
     child_env.setdefault("WEFT_DATA_DIR", str(scratch))
     # Made here, the service user's: the processes the tests start write their metrics there.
-    metrics = Path(child_env.get("PROMETHEUS_MULTIPROC_DIR") or scratch / "metrics")
+    metrics = Path(metrics_given or scratch / "metrics")
     child_env["PROMETHEUS_MULTIPROC_DIR"] = str(reset_metrics_dir(metrics, rt))
 
     def interrupted(signum, frame):

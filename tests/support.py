@@ -61,11 +61,17 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
     raise AssertionError(f"{what} not ready within {timeout} s (last error: {last_error})")
 
 
-def start_web(sup: Supervisor, env: dict, port: int):
+def start_web(sup: Supervisor, env: dict, port: int, log=None):
+    """The ASGI server as `make run` starts it (launch.services); `log`: a file its
+    output goes to."""
     import httpx
 
     proc = sup.start(
-        "web", list(services.web(sys.executable, "127.0.0.1", port).command), env_vars=env
+        "web",
+        list(services.web(sys.executable, "127.0.0.1", port).command),
+        env_vars=env,
+        stdout=log,
+        stderr=subprocess.STDOUT if log is not None else None,
     )
     wait_until(
         lambda: (

@@ -583,7 +583,11 @@ def build_spec(server_url: str | None = None) -> dict[str, Any]:
             "summary": "Liveness: this server process answers (no key needed; asks nothing else)",
             "security": [],
             "responses": {
-                "200": {"description": "The process is alive.", "headers": request_id, "content": {"application/json": _json("Live")}},
+                "200": {
+                    "description": "The process is alive.",
+                    "headers": request_id,
+                    "content": {"application/json": _json("Live")},
+                },
             },
         }
     }

@@ -121,10 +121,14 @@ def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool, tcp: Tcp | 
     finally:
         os.close(log)  # the child has its own copy
 
+    port = tcp.port if tcp is not None else 5432  # its socket's name has the port
+
     def ready() -> bool:
         import psycopg
 
-        with psycopg.connect(f"host={datadir} user=postgres dbname=postgres", connect_timeout=1):
+        with psycopg.connect(
+            f"host={datadir} port={port} user=postgres dbname=postgres", connect_timeout=1
+        ):
             return True
 
     wait_for("PostgreSQL", ready, proc, 30)
@@ -158,11 +162,13 @@ def clear_stale_pidfile(pidfile: Path) -> None:
     )
 
 
-def ensure_database(datadir: Path, name: str) -> None:
+def ensure_database(datadir: Path, name: str, port: int = 5432) -> None:
+    """Create database `name` unless it exists, over the server's socket in `datadir`."""
     import psycopg
     from psycopg import sql
 
-    with psycopg.connect(f"host={datadir} user=postgres dbname=postgres", autocommit=True) as conn:
+    dsn = f"host={datadir} port={port} user=postgres dbname=postgres"
+    with psycopg.connect(dsn, autocommit=True) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 

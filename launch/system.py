@@ -22,14 +22,13 @@ def apt_install(package: str, why: str) -> None:
             "then `make test`"
         )
     say(f"installing Debian's {package} for {why} (apt-get, once)")
-    quiet = {"stdout": subprocess.DEVNULL}
     noninteractive = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-qq"], check=True, **quiet)
+    subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=subprocess.DEVNULL)
     subprocess.run(
         ["apt-get", "install", "-y", "-qq", package],
         check=True,
         env=noninteractive,
-        **quiet,
+        stdout=subprocess.DEVNULL,
     )
 
 

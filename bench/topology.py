@@ -112,7 +112,7 @@ def throughput(proxies: dict, keys: list[str], args, pids: dict) -> None:
         both_cap = min(2000 / both_all, 1000 / max(both["web-1"], both["web-2"]))
         where = "with this client on the machine" if client else "the client elsewhere"
         print(f"  2 cores' bound, {where}: one web process <= {one_cap:.0f} req/s "
-              f"({'its core' if one_cap < 2000 / one_all else 'both cores'} runs out first), "
+              f"({'its own core' if one_cap < 2000 / one_all else 'the two cores'} the limit), "
               f"two <= {both_cap:.0f} req/s: ratio <= {both_cap / one_cap:.2f}")  # fmt: skip
 
 

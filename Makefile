@@ -19,10 +19,10 @@ $(STAMP): pyproject.toml constraints.txt scripts/find-python
 install: $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m config.launcher run
+	$(PY) -m launch run
 
 test: $(STAMP)
-	$(PY) -m config.launcher test $(ARGS)
+	$(PY) -m launch test $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl
 
 from api.errors import ApiError
 from api.http import ClientGone, Request, log_bug
+from core import logs, metrics
 
 
 def _is_v1(path: str) -> bool:
@@ -50,6 +51,14 @@ def _handler(req: Request):
     return handler
 
 
+def _route_template(path: str) -> str:
+    """The route a path matched, as a bounded label ("/v1/harvest/{id}"), or "other"."""
+    from api.urls import ROUTES, route_of
+
+    matched = route_of(path.rstrip("/") if path != "/" else path)
+    return matched if matched in ROUTES else "other"
+
+
 class V1Router:
     def __init__(self, django_app) -> None:
         self.django_app = django_app
@@ -59,14 +68,22 @@ class V1Router:
             await self.django_app(scope, receive, send)
             return
         req = Request(scope, receive, send)
+        logs.bind(request_id=req.id)
+        code = ""
         try:
             await _handler(req)(req)
         except ApiError as exc:
+            code = exc.code
             await req.error(exc)
         except ClientGone:
+            code = "client_closed"
             return
         except asyncio.CancelledError:
+            code = "client_closed"
             raise
         except Exception as exc:
+            code = "internal_error"
             log_bug(req, exc)
             await req.error(ApiError("internal_error", f"internal error; quote {req.id}"))
+        finally:
+            metrics.api_answered(req, _route_template(req.path), code)

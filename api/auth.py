@@ -23,6 +23,7 @@ from django.utils import timezone
 from api import db
 from api.errors import ApiError
 from api.models import TOUCH_EVERY, ApiKey, hash_secret
+from core import logs
 
 _cache: dict[str, tuple[float, ApiKey]] = {}
 _touching: dict[int, asyncio.Task] = {}
@@ -62,6 +63,7 @@ async def authenticate(headers: dict[str, str]) -> ApiKey:
         if key is None:
             raise ApiError("invalid_api_key", "this API key is unknown or revoked")
     _touch_soon(key)
+    logs.bind(key_prefix=key.prefix, user_id=key.user_id)
     return key
 
 

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from api.errors import ApiError, api_error_response
+from core import metrics
 
 log = logging.getLogger("api")
 
@@ -63,6 +64,9 @@ class Request:
         self.status = 0
         self.client_gone = False
         self.body_read = asyncio.Event()
+        self.first_byte_at: float | None = None  # perf_counter() of the body's first byte
+        self.observed = False  # counted in the metrics (core/metrics.py)
+        self.streaming = ""  # the route label of the event stream being sent
 
     # -- what came in ------------------------------------------------------------------
 
@@ -146,11 +150,15 @@ class Request:
     async def start(self, status: int, headers: dict[str, str]) -> None:
         self.started_response = True
         self.status = status
+        if headers.get("Content-Type", "").startswith("text/event-stream"):
+            metrics.stream_started(self)
         await self._send(
             {"type": "http.response.start", "status": status, "headers": self._header_list(headers)}
         )
 
     async def body(self, data: bytes, *, more: bool = False) -> None:
+        if data and self.first_byte_at is None:
+            self.first_byte_at = time.perf_counter()
         await self._send({"type": "http.response.body", "body": data, "more_body": more})
         if not more:
             self.finished_response = True

@@ -21,6 +21,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from django.conf import settings
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
 from api import batching
@@ -138,7 +141,12 @@ def _redis() -> tuple[aioredis.Redis, Any, Any, Any]:
     loop = id(asyncio.get_running_loop())
     found = _clients.get(loop)
     if found is None:
-        client = aioredis.Redis.from_url(settings.REDIS_URL, retry=None, socket_timeout=5)
+        # One immediate retry on a new connection when the pooled one is found closed (a
+        # Redis restart leaves every pooled connection dead: without it, each one's next
+        # request was a 500). A script cut before Redis ran it runs once; one whose answer
+        # was lost can hold a place until its lease expires, no longer.
+        retry = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+        client = aioredis.Redis.from_url(settings.REDIS_URL, retry=retry, socket_timeout=5)
         acquire, renew, release = (client.register_script(s) for s in (ACQUIRE, RENEW, RELEASE))
         found = (client, acquire, renew, release)
         _clients[loop] = found

@@ -422,6 +422,11 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
             "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}},
         },
     },
+    "Live": {
+        "type": "object",
+        "required": ["status"],
+        "properties": {"status": {"const": "ok"}},
+    },
     "Health": {
         "type": "object",
         "required": ["status", "down", "checks"],
@@ -571,14 +576,29 @@ def build_spec(server_url: str | None = None) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for path, method in OPERATIONS:
         paths.setdefault(path, {})[method] = _operation(path, method)
+    request_id = _header_refs(["X-Request-Id"], {"X-Request-Id"})
     paths["/health"] = {
         "get": {
             "operationId": "health",
-            "summary": "State of every service this server needs (no key needed)",
+            "summary": "Liveness: this server process answers (no key needed; asks nothing else)",
             "security": [],
             "responses": {
-                "200": {"description": "Everything is up.", "content": {"application/json": _json("Health")}},
-                "503": {"description": "Something is down: `down` names it.", "content": {"application/json": _json("Health")}},
+                "200": {
+                    "description": "The process is alive.",
+                    "headers": request_id,
+                    "content": {"application/json": _json("Live")},
+                },
+            },
+        }
+    }
+    paths["/health/ready"] = {
+        "get": {
+            "operationId": "ready",
+            "summary": "Readiness: Postgres, Redis and at least one backend answer (no key needed)",
+            "security": [],
+            "responses": {
+                "200": {"description": "Everything is up.", "headers": request_id, "content": {"application/json": _json("Health")}},
+                "503": {"description": "Something is down: `down` names it.", "headers": request_id, "content": {"application/json": _json("Health")}},
             },
         }
     }  # fmt: skip

@@ -35,6 +35,7 @@ from completions.schema import (
     default_max_tokens,
     validate_params,
 )
+from core import metrics
 
 log = logging.getLogger(__name__)
 
@@ -475,6 +476,7 @@ def _finish(
 ) -> None:
     """Settle the reservation (or record the refused request) off the response path."""
     status = 499 if failure == "client_closed" else (req.status or 500)
+    metrics.api_request(req, row, status, failure, meter.bill() if res is not None else None)
     fields = {
         "status": status,
         "error_code": failure,
@@ -543,6 +545,7 @@ async def models(req: Request) -> None:
     finally:
         status = ERRORS[code].status if code else req.status
         row = {**_meta(req, key, "/v1/models"), "status": status, "error_code": code}
+        metrics.api_request(req, row, status, code, None)
         ledger.later(ledger.record(row))
 
 
@@ -572,4 +575,5 @@ async def chat_completions(req: Request) -> None:
     finally:
         row = _meta(req, key, "/v1/chat/completions")
         row.update(status=ERRORS[code].status, error_code=code)
+        metrics.api_request(req, row, row["status"], code, None)
         ledger.later(ledger.record(row))

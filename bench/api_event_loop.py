@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stack import percentile, start_services, start_web  # noqa: E402
-from config import launcher  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
+from launch.datadir import scratch_dir  # noqa: E402
+from launch.supervisor import Supervisor  # noqa: E402
 
 
 def stream(api: str, secret: str, tokens: int) -> list[float]:
@@ -52,8 +53,8 @@ def main() -> None:
     parser.add_argument("--token-delay", type=float, default=0.02)
     parser.add_argument("--prompts", type=int, default=1_300_000)
     args = parser.parse_args()
-    scratch = launcher.scratch_dir("weft-bench-loop-")
-    sup = launcher.Supervisor()
+    scratch = scratch_dir("weft-bench-loop-")
+    sup = Supervisor()
     try:
         env = start_services(scratch, sup, WEFT_API_RATE_PER_MINUTE="100000")
         with run_engine("scripted", token_delay=args.token_delay) as engine:

@@ -46,8 +46,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cpu import cpu_seconds, pid_serving  # noqa: E402
 from bench.stack import percentile, start_services, start_web  # noqa: E402
-from config import launcher  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
+from launch.datadir import scratch_dir  # noqa: E402
+from launch.supervisor import Supervisor  # noqa: E402
 
 PROMPT = "Once upon a time, in a quiet village by the sea,"
 
@@ -248,8 +249,8 @@ def main() -> None:
     parser.add_argument("--only", choices=["1", "2", "3"], help="run one part alone")
     args = parser.parse_args()
     parts = {args.only} if args.only else {"1", "2", "3"}
-    sup = launcher.Supervisor()
-    scratch = launcher.scratch_dir("weft-bench-api-")  # as root, the services' user writes here
+    sup = Supervisor()
+    scratch = scratch_dir("weft-bench-api-")  # as root, the services' user writes here
     with (
         run_engine("scripted", log_level="warning") as fast,
         run_engine("scripted", token_delay=args.token_delay, log_level="warning") as paced,

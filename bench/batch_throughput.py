@@ -37,8 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stack import start_services, start_web  # noqa: E402
-from config import lanes, launcher  # noqa: E402
+from config import lanes  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
+from launch.datadir import scratch_dir  # noqa: E402
+from launch.services import worker_command  # noqa: E402
+from launch.supervisor import Supervisor  # noqa: E402
 
 QUEUE = "bench-batch"
 QUEUES = ",".join(lanes.queue_name(pool, QUEUE) for pool in lanes.POOLS)
@@ -51,9 +54,9 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def start_worker(sup: launcher.Supervisor, env: dict[str, str], threads: int, log: Path):
+def start_worker(sup: Supervisor, env: dict[str, str], threads: int, log: Path):
     handle = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
-    proc = sup.start("worker", launcher.worker_command(threads, QUEUES, name=f"bench-{os.getpid()}@%h"),
+    proc = sup.start("worker", worker_command(sys.executable, threads, QUEUES, name=f"bench-{os.getpid()}@%h"),
                      env_vars=env, stdout=handle, stderr=handle)  # fmt: skip
     deadline = time.monotonic() + 60
     while b" ready." not in log.read_bytes():
@@ -151,8 +154,8 @@ def main() -> None:
     parser.add_argument("--token-delay", type=float, default=0.02, help="seconds per token")
     args = parser.parse_args()
 
-    scratch = launcher.scratch_dir("weft-bench-batch-")
-    sup = launcher.Supervisor()
+    scratch = scratch_dir("weft-bench-batch-")
+    sup = Supervisor()
     try:
         env = start_services(
             scratch, sup, WEFT_MONTHLY_TOKEN_BUDGET=str(10**12), DATABASE_CONN_MAX_AGE="60",

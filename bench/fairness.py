@@ -37,18 +37,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stack import percentile, start_services, start_web  # noqa: E402
-from config import lanes, launcher  # noqa: E402
+from config import lanes  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
+from launch.checks import check_environment  # noqa: E402
+from launch.datadir import scratch_dir  # noqa: E402
+from launch.services import worker_command  # noqa: E402
+from launch.supervisor import Supervisor  # noqa: E402
 
 PREFIX = "bench-fair"
 FIFO_THREADS = 8  # today's single worker pool
 
 
-def start_pool(sup: launcher.Supervisor, env: dict, pool: lanes.WorkerPool, log: Path) -> None:
+def start_pool(sup: Supervisor, env: dict, pool: lanes.WorkerPool, log: Path) -> None:
     handle = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
     proc = sup.start(
         f"worker-{pool.name}",
-        launcher.worker_command(pool.concurrency, ",".join(pool.queues), name=f"{pool.name}-{os.getpid()}@%h"),
+        worker_command(sys.executable, pool.concurrency, ",".join(pool.queues), name=f"{pool.name}-{os.getpid()}@%h"),
         env_vars=env, stdout=handle, stderr=handle,
     )  # fmt: skip
     deadline = time.monotonic() + 60
@@ -127,8 +131,8 @@ def main() -> None:
     parser.add_argument("--token-delay", type=float, default=0.01)
     args = parser.parse_args()
 
-    scratch = launcher.scratch_dir("weft-bench-fair-")
-    sup = launcher.Supervisor()
+    scratch = scratch_dir("weft-bench-fair-")
+    sup = Supervisor()
     try:
         env = start_services(
             scratch, sup, WEFT_GENERATION_QUEUE=PREFIX, DATABASE_CONN_MAX_AGE="60",
@@ -155,8 +159,8 @@ def main() -> None:
             _, quiet_secret = ApiKey.objects.create_key(quiet_user, "quiet")
             _, flood_secret = ApiKey.objects.create_key(flooder, "flood")
             web = start_web(sup, env, 18700 + os.getpid() % 1000)
-            interactive = launcher.check_environment()["worker_concurrency"]
-            bulk = launcher.check_environment()["bulk_concurrency"]
+            interactive = check_environment()["worker_concurrency"]
+            bulk = check_environment()["bulk_concurrency"]
             for pool in lanes.worker_pools(PREFIX, interactive, bulk):
                 start_pool(sup, env, pool, scratch / f"{pool.name}.log")
 

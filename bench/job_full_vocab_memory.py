@@ -26,8 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stack import start_services, start_web  # noqa: E402
-from config import lanes, launcher  # noqa: E402
+from config import lanes  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
+from launch.datadir import scratch_dir  # noqa: E402
+from launch.services import worker_command  # noqa: E402
+from launch.supervisor import Supervisor  # noqa: E402
 
 PREFIX = "bench-fullvocab"
 
@@ -46,8 +49,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=1024)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    scratch = launcher.scratch_dir("weft-bench-fullvocab-")
-    sup = launcher.Supervisor()
+    scratch = scratch_dir("weft-bench-fullvocab-")
+    sup = Supervisor()
     try:
         env = start_services(scratch, sup, WEFT_GENERATION_QUEUE=PREFIX,
                              WEFT_BACKEND_READ_TIMEOUT="600", WEFT_API_REQUEST_WINDOW_SECONDS="600",
@@ -71,7 +74,7 @@ def main() -> None:
             for pool in lanes.worker_pools(PREFIX, 2, 2):
                 log = scratch / f"{pool.name}.log"
                 handle = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
-                proc = sup.start(pool.name, launcher.worker_command(
+                proc = sup.start(pool.name, worker_command(sys.executable,
                     pool.concurrency, ",".join(pool.queues), name=f"{pool.name}@%h"),
                     env_vars=env, stdout=handle, stderr=handle)  # fmt: skip
                 while b" ready." not in log.read_bytes():

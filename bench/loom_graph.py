@@ -35,7 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.stack import percentile, start_services, start_web  # noqa: E402
-from config import launcher  # noqa: E402
+from launch.datadir import scratch_dir  # noqa: E402
+from launch.supervisor import Supervisor  # noqa: E402
 
 
 def p(values: list[float]) -> str:
@@ -122,8 +123,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
 
-    sup = launcher.Supervisor()
-    scratch = launcher.scratch_dir("weft-bench-graph-")  # as root, the services' user writes here
+    sup = Supervisor()
+    scratch = scratch_dir("weft-bench-graph-")  # as root, the services' user writes here
     try:
         env = start_services(scratch, sup)
         os.environ.update(env)

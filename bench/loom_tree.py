@@ -35,7 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from config import launcher  # noqa: E402
+from launch.datadir import scratch_dir  # noqa: E402
+from launch.embedded import ensure_database, start_postgres, start_redis  # noqa: E402
+from launch.supervisor import Supervisor  # noqa: E402
 
 WORDS = (
     "the a of loom thread weave river stone light night garden path fork branch and to in".split()
@@ -149,13 +151,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=40)
     args = ap.parse_args()
 
-    sup = launcher.Supervisor()
-    scratch = launcher.scratch_dir("weft-bench-")  # as root, the services' user writes here
+    sup = Supervisor()
+    scratch = scratch_dir("weft-bench-")  # as root, the services' user writes here
     try:
-        launcher.start_postgres(sup, scratch / "pg", durable=False)
-        launcher.ensure_database(scratch / "pg", "weft")
+        start_postgres(sup, scratch / "pg", durable=False)
+        ensure_database(scratch / "pg", "weft")
         os.environ["DATABASE_URL"] = f"postgresql://postgres@/weft?host={scratch / 'pg'}"
-        os.environ["REDIS_URL"] = launcher.start_redis(sup, scratch / "redis.sock", persist=False)
+        os.environ["REDIS_URL"] = start_redis(sup, scratch / "redis.sock", persist=False)
         os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
         os.environ.setdefault("ALLOWED_HOSTS", "testserver,127.0.0.1")
         import django

@@ -38,8 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stack import percentile, start_services, start_web  # noqa: E402
-from config import lanes, launcher  # noqa: E402
+from config import lanes  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
+from launch.datadir import scratch_dir  # noqa: E402
+from launch.services import worker_command  # noqa: E402
+from launch.supervisor import Supervisor  # noqa: E402
 
 QUEUE = "bench"
 QUEUES = ",".join(lanes.queue_name(pool, QUEUE) for pool in lanes.POOLS)
@@ -47,11 +50,11 @@ PICKUP_MS: list[float] = []  # enqueue -> the worker has claimed the row
 PROMPT = "Once upon a time, in a quiet village by the sea,"
 
 
-def start_worker(sup: launcher.Supervisor, env: dict[str, str], log: Path) -> subprocess.Popen:
+def start_worker(sup: Supervisor, env: dict[str, str], log: Path) -> subprocess.Popen:
     handle = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
     proc = sup.start(
         "worker",
-        launcher.worker_command(2, QUEUES, name=f"bench-{time.monotonic_ns()}@%h"),
+        worker_command(sys.executable, 2, QUEUES, name=f"bench-{time.monotonic_ns()}@%h"),
         env_vars=env,
         stdout=handle,
         stderr=subprocess.STDOUT,
@@ -181,8 +184,8 @@ def main() -> None:
     parser.add_argument("--no-llama", action="store_true")
     args = parser.parse_args()
 
-    scratch = launcher.scratch_dir("weft-bench-")  # as root, the services' user writes here
-    sup = launcher.Supervisor()
+    scratch = scratch_dir("weft-bench-")  # as root, the services' user writes here
+    sup = Supervisor()
     results = []
     try:
         env = start_services(

@@ -4,11 +4,15 @@ and the ASGI server started by the launcher's own functions in a scratch folder.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import httpx
 
-from config import launcher
+from launch import services
+from launch.commands import manage
+from launch.embedded import ensure_database, start_postgres, start_redis
+from launch.supervisor import Supervisor, wait_for
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -18,16 +22,16 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def start_services(scratch: Path, sup: launcher.Supervisor, **settings: str) -> dict[str, str]:
-    """Postgres and Redis in `scratch` (make it with launcher.scratch_dir: as root the
+def start_services(scratch: Path, sup: Supervisor, **settings: str) -> dict[str, str]:
+    """Postgres and Redis in `scratch` (make it with launch.datadir.scratch_dir: as root the
     services' user must reach it), migrated; the environment for Weft's processes,
     with `settings` on top."""
-    launcher.start_postgres(sup, scratch / "pg", durable=False)
-    launcher.ensure_database(scratch / "pg", "weft")
+    start_postgres(sup, scratch / "pg", durable=False)
+    ensure_database(scratch / "pg", "weft")
     env = dict(os.environ)
     env.update(
         DATABASE_URL=f"postgresql://postgres@/weft?host={scratch / 'pg'}",
-        REDIS_URL=launcher.start_redis(sup, scratch / "redis.sock", persist=False),
+        REDIS_URL=start_redis(sup, scratch / "redis.sock", persist=False),
         WEFT_DATA_DIR=str(scratch / "data"),
         # One key for every process: session auth hashes must agree across them.
         SECRET_KEY="bench-" + os.urandom(16).hex(),
@@ -35,16 +39,16 @@ def start_services(scratch: Path, sup: launcher.Supervisor, **settings: str) -> 
         DJANGO_SETTINGS_MODULE="config.settings",
         **settings,
     )
-    launcher.manage(env, "migrate", "--noinput", capture=True)
+    manage(env, "migrate", "--noinput", capture=True)
     return env
 
 
-def start_web(sup: launcher.Supervisor, env: dict[str, str], port: int) -> str:
+def start_web(sup: Supervisor, env: dict[str, str], port: int) -> str:
     proc = sup.start(
-        "web", [*launcher.web_command("127.0.0.1", port), "--log-level", "warning"], env_vars=env
+        "web",
+        [*services.web(sys.executable, "127.0.0.1", port).command, "--log-level", "warning"],
+        env_vars=env,
     )
     url = f"http://127.0.0.1:{port}"
-    launcher.wait_for(
-        "web", lambda: httpx.get(f"{url}/login/", timeout=2).status_code == 200, proc, 60
-    )
+    wait_for("web", lambda: httpx.get(f"{url}/login/", timeout=2).status_code == 200, proc, 60)
     return url

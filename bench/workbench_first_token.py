@@ -37,8 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stack import percentile, start_services, start_web  # noqa: E402
-from config import lanes, launcher  # noqa: E402
+from config import lanes  # noqa: E402
 from engine.testing import run_engine  # noqa: E402
+from launch.datadir import scratch_dir  # noqa: E402
+from launch.services import worker_command  # noqa: E402
+from launch.supervisor import Supervisor  # noqa: E402
 
 QUEUE = "bench-first-token"
 QUEUES = ",".join(lanes.queue_name(pool, QUEUE) for pool in lanes.POOLS)
@@ -83,10 +86,10 @@ def direct_first_token(api: str, body: dict) -> float:
     raise RuntimeError("the engine sent no text")
 
 
-def start_worker(sup: launcher.Supervisor, env: dict[str, str], log: Path) -> None:
+def start_worker(sup: Supervisor, env: dict[str, str], log: Path) -> None:
     handle = open(log, "wb")  # noqa: SIM115 - lives as long as the worker
     proc = sup.start(
-        "worker", launcher.worker_command(2, QUEUES, name=f"bench-{time.monotonic_ns()}@%h"),
+        "worker", worker_command(sys.executable, 2, QUEUES, name=f"bench-{time.monotonic_ns()}@%h"),
         env_vars=env, stdout=handle, stderr=subprocess.STDOUT,
     )  # fmt: skip
     time.sleep(4)  # Celery logs "ready" at INFO only
@@ -112,8 +115,8 @@ def main() -> None:
 
     from playwright.sync_api import sync_playwright
 
-    scratch = launcher.scratch_dir("weft-bench-")  # as root, the services' user writes here
-    sup = launcher.Supervisor()
+    scratch = scratch_dir("weft-bench-")  # as root, the services' user writes here
+    sup = Supervisor()
     with run_engine(backend=args.backend, startup_timeout=120) as engine:
         try:
             env = start_services(

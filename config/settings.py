@@ -4,6 +4,8 @@ table of variables."""
 
 import os
 
+from django.core.exceptions import ImproperlyConfigured
+
 from config import lanes
 from config.env import (
     BASE_DIR,
@@ -62,6 +64,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "core.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -250,10 +253,17 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# Static files are served from the app folders (WhiteNoise finders); collectstatic is optional.
+# Static files are served from the app folders (WhiteNoise finders); collectstatic is
+# optional. With STATIC_ROOT set (production: `manage.py collectstatic` into it),
+# WhiteNoise serves the collected files under content-hashed names, cached for ever.
 STATIC_ROOT = env_str("STATIC_ROOT") or None
-WHITENOISE_USE_FINDERS = True
+WHITENOISE_USE_FINDERS = STATIC_ROOT is None
 WHITENOISE_AUTOREFRESH = DEBUG
+if STATIC_ROOT:
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
 
 # Feedback and budget requests (feedback/): mail is off unless WEFT_NOTIFY_EMAIL names
 # the address staff read; Django's SMTP backend then sends through this server.
@@ -276,13 +286,56 @@ DEFAULT_FROM_EMAIL = env_str("WEFT_EMAIL_FROM", "weft@localhost")
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# HTTPS behind the proxy (docs/deploy.md): the proxy terminates TLS and says so in
+# X-Forwarded-Proto, which the ASGI server trusts from FORWARDED_ALLOW_IPS.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# Probes and scrapes ask the web processes directly, over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^health(/ready)?$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 
-# Logs carry ids, states and counts — never prompt or completion text.
+# Logs carry ids, states and counts — never prompt or completion text. JSON lines on
+# demand (WEFT_LOG_FORMAT=json), each with the request, key, user and run it is about.
+WEFT_LOG_FORMAT = env_str("WEFT_LOG_FORMAT", "plain")
+if WEFT_LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"WEFT_LOG_FORMAT={WEFT_LOG_FORMAT!r}: expected plain or json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "core.logs.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "core.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": WEFT_LOG_FORMAT,
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("WEFT_LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }
+if WEFT_LOG_FORMAT == "json":
+    # The ASGI server's and Celery's own lines go through the same handler. Its access
+    # log stays off (the web command's --no-access-log, which configuring "uvicorn"
+    # would otherwise undo).
+    LOGGING["loggers"] |= {
+        "uvicorn": {"handlers": ["console"], "propagate": False},
+        "uvicorn.access": {"handlers": [], "propagate": False},
+    }
+    CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Prometheus metrics at /metrics (core/metrics.py), counted by every process of this
+# machine: prometheus_client's multiprocess mode keeps each process's values in files
+# here (the launcher empties it when it starts the processes). Scraped from localhost,
+# or from anywhere with `Authorization: Bearer <WEFT_METRICS_TOKEN>`.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR") or str(DATA_DIR / "metrics")
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR  # read by prometheus_client
+try:
+    os.makedirs(PROMETHEUS_MULTIPROC_DIR, mode=0o700, exist_ok=True)
+except OSError:
+    pass  # a read-only data dir (a one-off manage.py command): its metrics are not kept
+WEFT_METRICS_TOKEN = env_str("WEFT_METRICS_TOKEN")

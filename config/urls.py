@@ -7,6 +7,8 @@ from core import views as core_views
 urlpatterns = [
     path("", core_views.home, name="home"),
     path("health", core_views.health, name="health"),
+    path("health/ready", core_views.ready, name="ready"),
+    path("metrics", core_views.metrics_view, name="metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,4 +1,5 @@
-"""State of every service Weft needs, for /health and the launcher."""
+"""State of every service Weft needs, for readiness (/health/ready, which `make run`
+waits for)."""
 
 import asyncio
 import logging

@@ -19,7 +19,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.conf import settings
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import escape
+
+from core import logs
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -108,3 +111,30 @@ class RequestBodyLimitMiddleware:
                 await send(message)
 
         await self.app(scope, counted_receive, guarded_send)
+
+
+class RequestIdMiddleware:
+    """Every page's answer carries X-Request-Id, as every /v1 answer does (the seed:
+    "X-Request-Id … which is on every response"; /v1 sets its own in api/http.py): the
+    id the log lines of this request carry (core.logs), to quote in a bug report."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from api.http import new_request_id
+
+        request_id = new_request_id()
+        token = logs.bind(request_id=request_id)
+        try:
+            response = self.get_response(request)
+        finally:
+            logs.reset(token)
+        response["X-Request-Id"] = request_id
+        return response
+
+    def process_view(self, request: HttpRequest, view: Any, args: Any, kwargs: Any) -> None:
+        # After the session and authentication middleware: whose request this is.
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            logs.bind(user_id=user.pk)

@@ -1,8 +1,9 @@
 from django.contrib.auth.decorators import login_not_required
-from django.http import JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.views.decorators.cache import never_cache
 
+from core import metrics
 from core.health import run_checks
 
 
@@ -12,8 +13,29 @@ def home(request):
 
 @login_not_required
 @never_cache
-def health(request):
+def health(request: HttpRequest) -> JsonResponse:
+    """Liveness: this process answers. Nothing else is asked — a restart of the
+    process cures nothing a database or a backend does (readiness says that)."""
+    return JsonResponse({"status": "ok"})
+
+
+@login_not_required
+@never_cache
+def ready(request: HttpRequest) -> JsonResponse:
+    """Readiness: 503 when Postgres or Redis is down, or every backend (one down
+    leaves the others serving); `down` names what is down."""
     checks = run_checks()
     down = [name for name, result in checks.items() if not result["ok"]]
     body = {"status": "down" if down else "ok", "down": down, "checks": checks}
     return JsonResponse(body, status=503 if down else 200)
+
+
+@login_not_required
+@never_cache
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus metrics of every process of this machine (core/metrics.py)."""
+    if not metrics.may_scrape(request):
+        return HttpResponse("metrics: localhost only, or Bearer WEFT_METRICS_TOKEN\n",
+                            status=403, content_type="text/plain")  # fmt: skip
+    body, content_type = metrics.exposition()
+    return HttpResponse(body, content_type=content_type)

@@ -15,8 +15,11 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from config import launcher
 from engine.testing import run_engine
+from launch.commands import manage
+from launch.datadir import scratch_dir
+from launch.embedded import ensure_database, start_postgres, start_redis
+from launch.runtime import runtime
 from tests.support import Supervisor, free_port, start_web, start_worker
 
 
@@ -24,8 +27,8 @@ class Stack:
     """Services the test can stop and start again, and the app processes on them."""
 
     def __init__(self) -> None:
-        self.scratch = launcher.scratch_dir("weft-faults-")
-        self.rt = launcher.runtime()
+        self.scratch = scratch_dir("weft-faults-")
+        self.rt = runtime()
         self.services = Supervisor(self.rt)
         self.app = Supervisor(self.rt)
         self.pg = self.scratch / "pg"
@@ -33,10 +36,10 @@ class Stack:
         self.worker = None
 
     def start_postgres(self) -> None:
-        launcher.start_postgres(self.services, self.pg, durable=False)
+        start_postgres(self.services, self.pg, durable=False)
 
     def start_redis(self) -> None:
-        launcher.start_redis(self.services, self.sock, persist=False)
+        start_redis(self.services, self.sock, persist=False)
 
     def restart(self, name: str) -> None:
         for entry in list(self.services.children):
@@ -85,7 +88,7 @@ def running_stack(**env: str):
         with run_engine("scripted") as engine:
             stack.engine = engine
             stack.start_postgres()
-            launcher.ensure_database(stack.pg, "weft")
+            ensure_database(stack.pg, "weft")
             stack.start_redis()
             stack.env = {
                 **os.environ,
@@ -97,8 +100,8 @@ def running_stack(**env: str):
                 "SECRET_KEY": secrets.token_urlsafe(50),
                 **env,
             }
-            launcher.manage(stack.env, "migrate", "--noinput", capture=True)
-            account = launcher.manage(stack.env, "weft_local_account", capture=True)
+            manage(stack.env, "migrate", "--noinput", capture=True)
+            account = manage(stack.env, "weft_local_account", capture=True)
             stack.username, stack.password = re.search(
                 r"username: (\S+)  password: (\S+)", account
             ).groups()

@@ -3,12 +3,16 @@
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from config import lanes
-from config.launcher import BASE_DIR, Supervisor, web_command, worker_command
+from launch import services
+from launch.runtime import BASE_DIR
+from launch.services import worker_command
+from launch.supervisor import Supervisor
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -57,10 +61,18 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.05):
     raise AssertionError(f"{what} not ready within {timeout} s (last error: {last_error})")
 
 
-def start_web(sup: Supervisor, env: dict, port: int):
+def start_web(sup: Supervisor, env: dict, port: int, log=None):
+    """The ASGI server as `make run` starts it (launch.services); `log`: a file its
+    output goes to."""
     import httpx
 
-    proc = sup.start("web", web_command("127.0.0.1", port), env_vars=env)
+    proc = sup.start(
+        "web",
+        list(services.web(sys.executable, "127.0.0.1", port).command),
+        env_vars=env,
+        stdout=log,
+        stderr=subprocess.STDOUT if log is not None else None,
+    )
     wait_until(
         lambda: (
             proc.poll() is None
@@ -91,7 +103,7 @@ def start_worker(
     handle = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = sup.start(
         f"worker-{label}",
-        worker_command(concurrency, queues, name=f"{label}-{free_port()}@%h"),
+        list(worker_command(sys.executable, concurrency, queues, name=f"{label}-{free_port()}@%h")),
         env_vars=env,
         stdout=handle,
         stderr=subprocess.STDOUT,

@@ -1,4 +1,4 @@
-"""A backend URL with credentials in it never reaches a user or a log: /health (public)
+"""A backend URL with credentials in it never reaches a user or a log: /health/ready (public)
 says what is down, not why; View code shows the URL without them; the client's log
 lines and error messages strip them; a malformed URL's config error too."""
 
@@ -34,7 +34,7 @@ def test_it_strips_userinfo_and_secret_query_values():
 def test_it_says_what_is_down_not_why(client, settings, caplog):
     settings.WEFT_BACKEND_URL = f"http://admin:{SECRET}@127.0.0.1:{free_port()}/v1"
     with caplog.at_level(logging.WARNING):
-        response = client.get("/health")
+        response = client.get("/health/ready")
     assert response.status_code == 503
     body = response.json()
     assert body["down"] == ["backend"] and body["checks"]["backend"] == {

@@ -12,7 +12,7 @@ def launch(tmp_path, **overrides):
     env["WEFT_DATA_DIR"] = str(tmp_path)
     env.update(overrides)
     return subprocess.run(
-        [sys.executable, "-m", "config.launcher", "run"],
+        [sys.executable, "-m", "launch", "run"],
         cwd=BASE_DIR,
         env=env,
         capture_output=True,

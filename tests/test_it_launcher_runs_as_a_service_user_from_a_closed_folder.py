@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from config.launcher import _NOT_SOURCE, SERVICE_USER
+from launch.runtime import _NOT_SOURCE, SERVICE_USER
 from tests.support import BASE_DIR, free_port, wait_until
 from tests.test_it_launcher_lifecycle import Launcher, port_closed
 
@@ -145,7 +145,10 @@ def test_it_runs_the_tests_there(closed_clone):
 
 
 def test_it_follows_no_link_the_service_user_plants_in_its_data_dir(tmp_path):
-    from config.launcher import Supervisor, prepare_data_dir, runtime, start_postgres
+    from launch.datadir import prepare_data_dir
+    from launch.embedded import start_postgres
+    from launch.runtime import runtime
+    from launch.supervisor import Supervisor
 
     rt = runtime()
     data = Path(tempfile.mkdtemp(prefix="weft-links-"))

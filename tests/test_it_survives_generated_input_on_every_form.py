@@ -210,6 +210,8 @@ FORMS: dict[str, tuple[str, list[str]]] = {
 }
 NOT_FUZZED = {
     "health": "public, takes no input",
+    "ready": "public, takes no input",
+    "metrics": "takes no input (localhost or a token: tests/api/test_it_counts_metrics_from_every_process.py)",
     "login": "Django's own form, before login",
     "logout": "Django's own view, takes no input",
     "openapi_json": "public, takes no input (schemathesis covers the API it describes)",

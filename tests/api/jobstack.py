@@ -9,14 +9,17 @@ import subprocess
 import sys
 import time
 
-from config import lanes, launcher
+from config import lanes
+from launch.datadir import scratch_dir
+from launch.embedded import start_redis
+from launch.services import worker_command
 from tests.api.conftest import JOBS_ENV, proxy_env_for
 from tests.support import Supervisor, free_port, start_web, wait_until
 
 
 class JobStack:
     def __init__(self, engine: str) -> None:
-        self.scratch = launcher.scratch_dir("weft-jobs-")
+        self.scratch = scratch_dir("weft-jobs-")
         self.services = Supervisor()
         self.app = Supervisor()
         self.sock = self.scratch / "redis.sock"
@@ -37,7 +40,7 @@ class JobStack:
 
     def __enter__(self) -> JobStack:
         try:
-            launcher.start_redis(self.services, self.sock, persist=False)
+            start_redis(self.services, self.sock, persist=False)
             self.start_web()
             self.start_worker()
             log = open(self.scratch / "beat.log", "wb")  # noqa: SIM115 - closed with the process
@@ -73,7 +76,7 @@ class JobStack:
         prefix = self.env["WEFT_GENERATION_QUEUE"]
         queues = ",".join(lanes.queue_name(pool, prefix) for pool in lanes.POOLS)
         self.worker = self.app.start(
-            "worker", launcher.worker_command(2, queues, name=f"jobs-{free_port()}@%h"),
+            "worker", worker_command(sys.executable, 2, queues, name=f"jobs-{free_port()}@%h"),
             env_vars=self.env, stdout=handle, stderr=subprocess.STDOUT,
         )  # fmt: skip
         wait_until(
@@ -93,7 +96,7 @@ class JobStack:
                 proc.send_signal(sig)
                 proc.wait(timeout=15)
                 self.services.children.remove(entry)
-        launcher.start_redis(self.services, self.sock, persist=False)
+        start_redis(self.services, self.sock, persist=False)
 
     def wait(self, predicate, timeout: float, what: str):
         return wait_until(predicate, timeout, what, interval=0.1)

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from config import launcher
+from launch.commands import manage
 from tests.api.conftest import ASYNC, harvest_until
 from tests.faultstack import running_stack
 from tests.support import wait_until
@@ -39,7 +39,7 @@ def every_route(http: httpx.Client) -> list[int]:
 
 
 def test_it_answers_every_v1_route_after_postgres_restarts(stack):
-    made = launcher.manage(stack.env, "weft_api_key", "create", stack.username, capture=True)
+    made = manage(stack.env, "weft_api_key", "create", stack.username, capture=True)
     secret = made.strip().splitlines()[-1]
     assert re.fullmatch(r"weft-[0-9a-f]{8}\.\S+", secret)
     http = httpx.Client(base_url=f"{stack.url}/v1", timeout=30,

@@ -77,7 +77,9 @@ def test_it_declares_bearer_security_and_a_public_health(spec):
     }  # fmt: skip
     assert spec["security"] == [{"bearer": []}]
     assert spec["paths"]["/health"]["get"]["security"] == []
-    assert set(spec["paths"]["/health"]["get"]["responses"]) == {"200", "503"}
+    assert set(spec["paths"]["/health"]["get"]["responses"]) == {"200"}  # liveness
+    assert spec["paths"]["/health/ready"]["get"]["security"] == []
+    assert set(spec["paths"]["/health/ready"]["get"]["responses"]) == {"200", "503"}
     workload = spec["paths"]["/v1/completions"]["post"]["parameters"][0]
     assert workload["name"] == "X-Acs-Workload" and workload["in"] == "header"
 

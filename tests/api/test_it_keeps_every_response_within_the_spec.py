@@ -78,6 +78,7 @@ def test_it_answers_inside_the_spec(proxy_web, api_key):
         "/v1/chat/completions",
         "/v1/harvest/{id}",
         "/health",
+        "/health/ready",
     }
     assert "POST /v1/completions negative" in ran
     # The run reached the backend and the validator both.

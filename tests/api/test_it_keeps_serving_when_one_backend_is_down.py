@@ -42,7 +42,7 @@ def test_it_keeps_the_pages_and_health_up(local_down, client, make_user):
     client.force_login(make_user())
     page = client.get("/workbench/").content.decode()
     assert 'value="tiny"' in page and "cannot be reached" not in page
-    assert client.get("/health").json()["checks"]["backend"]["ok"] is True
+    assert client.get("/health/ready").json()["checks"]["backend"]["ok"] is True
 
 
 def test_it_finds_nothing_once_both_answer_and_neither_has_it(two_backends):

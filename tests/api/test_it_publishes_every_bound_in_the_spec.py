@@ -33,6 +33,7 @@ def test_it_is_a_valid_openapi_document(spec):
         "/v1/chat/completions",
         "/v1/harvest/{id}",
         "/health",
+        "/health/ready",
     }
 
 

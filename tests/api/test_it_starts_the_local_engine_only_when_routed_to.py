@@ -3,7 +3,7 @@ WEFT_BACKENDS lists it ("local"); not when every backend is another server."""
 
 import pytest
 
-from config.launcher import check_environment
+from launch.checks import check_environment
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ import httpx
 import psycopg
 import pytest
 
-from config import launcher
+from launch.commands import manage
 from tests.completions.wsclient import Watcher, watch
 from tests.faultstack import Stack, log_in, running_stack
 from tests.support import wait_until
@@ -107,7 +107,7 @@ def balance(stack: Stack) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def api(stack: Stack) -> httpx.Client:
     """/v1 with a key of the stack's user."""
-    made = launcher.manage(stack.env, "weft_api_key", "create", stack.username, capture=True)
+    made = manage(stack.env, "weft_api_key", "create", stack.username, capture=True)
     secret = made.strip().splitlines()[-1]
     return httpx.Client(base_url=f"{stack.url}/v1", timeout=30,
                         headers={"Authorization": f"Bearer {secret}"})  # fmt: skip
@@ -149,7 +149,7 @@ def side_runs(stack: Stack, job_id: str, batch_id: int) -> tuple[dict, dict]:
 def sweep(stack: Stack) -> None:
     """What beat does every WEFT_JOB_SWEEP_SECONDS: runs whose worker died."""
     code = "from completions import lifecycle; print(lifecycle.recover_stale())"
-    launcher.manage(stack.env, "shell", "-c", code, capture=True)
+    manage(stack.env, "shell", "-c", code, capture=True)
 
 
 def kill_worker(stack: Stack, http: httpx.Client, generation_id: int) -> None:

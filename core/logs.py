@@ -1,0 +1,88 @@
+"""What a log line is about, and JSON lines (WEFT_LOG_FORMAT=json).
+
+Each process binds the ids of what it is doing to the current context — a page
+request's id and user (core.middleware.RequestIdMiddleware), a /v1 request's id, key
+prefix and user (api/asgi.py, api/auth.py), a worker's run (`bind_task`, on Celery's
+task signals) — and every line logged meanwhile carries them. Only ids: a line never
+holds a prompt, a completion or anything else a user wrote, whatever the format.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+FIELDS = ("request_id", "key_prefix", "user_id", "run_id")
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "weft_log_context", default=None
+)
+
+
+def bind(**ids: Any) -> contextvars.Token:
+    """Add ids (of FIELDS) to this context's lines; returns the token for `reset`."""
+    unknown = set(ids) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"not a log field: {sorted(unknown)}")
+    current = _context.get() or {}
+    return _context.set({**current, **{k: v for k, v in ids.items() if v not in (None, "")}})
+
+
+def reset(token: contextvars.Token) -> None:
+    _context.reset(token)
+
+
+def clear() -> None:
+    _context.set(None)
+
+
+def current() -> dict[str, Any]:
+    return dict(_context.get() or {})
+
+
+class ContextFilter(logging.Filter):
+    """Puts the bound ids on every record (as attributes, for any formatter)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name, value in (_context.get() or {}).items():
+            if not hasattr(record, name):
+                setattr(record, name, value)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the bound ids, and the
+    traceback of an exception (frames only: messages are the code's own)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                line[name] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+# Celery tasks whose first argument is the id of the run they work on.
+RUN_TASKS = {
+    # A turn on a queue: the message names the run it was sent for (the worker may
+    # claim another, completions.scheduler).
+    "completions.tasks.run_generation": "generation",
+}
+
+
+def bind_task(task_name: str, args: Any) -> None:
+    """On a worker, before a task runs (Celery's task_prerun): its run's id, if any."""
+    clear()
+    kind = RUN_TASKS.get(task_name)
+    if kind and args:
+        bind(run_id=f"{kind}-{args[0]}")

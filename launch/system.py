@@ -1,0 +1,45 @@
+"""Debian packages `make test` needs and installs once, as root, with apt: Chromium
+(the browser tests) and nginx (the topology test's reverse proxy, as deploy/ sets it
+up). Not root, or no apt: one line saying which command to run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from launch import LaunchError, say
+
+CHROMIUM = Path("/usr/bin/chromium")
+NGINX = Path("/usr/sbin/nginx")
+
+
+def apt_install(package: str, why: str) -> None:
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise LaunchError(
+            f"{why} need Debian's {package}: run `sudo apt-get install -y {package}`, "
+            "then `make test`"
+        )
+    say(f"installing Debian's {package} for {why} (apt-get, once)")
+    noninteractive = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", package],
+        check=True,
+        env=noninteractive,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def ensure_chromium() -> None:
+    if not CHROMIUM.exists():
+        apt_install("chromium", "the browser tests")
+
+
+def ensure_nginx() -> None:
+    """nginx for the topology test. The package's own service is left alone: the test
+    runs its own nginx on its own ports and config (Debian starts the packaged one, on
+    port 80, only where systemd runs)."""
+    if not NGINX.exists():
+        apt_install("nginx", "the topology test")

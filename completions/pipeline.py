@@ -54,6 +54,7 @@ from completions.schema import (
     validate_params,
 )
 from completions.streaming import GroupPublisher, state_message
+from core import logs
 
 log = logging.getLogger(__name__)
 State = Generation.State
@@ -388,6 +389,12 @@ def execute(message_id: int, queue: str | None = None) -> None:
     if generation is None:
         log.info("queue %s: nothing left to claim (message %s)", queue, message_id)
         return
+    # The log lines from here on are the claimed run's (not the message's).
+    logs.bind(
+        run_id=f"job-{generation.public_id}"
+        if generation.public_id
+        else f"generation-{generation.pk}"
+    )
     run = registry.executor(generation.kind) or _stream
     try:
         run(generation, run_token)

@@ -345,7 +345,7 @@ def test_it_keeps_the_runs_of_a_killed_worker(topology, key, faults):
         assert job.status_code == 202, job.text
         job_id = job.json()["id"]
         with t.db() as conn:
-            until(lambda: conn.execute("SELECT status FROM api_completionjob WHERE public_id = %s",
+            until(lambda: conn.execute("SELECT state FROM completions_generation WHERE public_id = %s",
                                        [job_id]).fetchone()[0] == "running", 15, "the job to run")  # fmt: skip
         time.sleep(0.5)
         since = t.log_size("worker-bulk")

@@ -212,6 +212,7 @@ NOT_FUZZED = {
 STR_VALUES = {
     "fmt": [
         "csv",
+        "spreadsheet.csv",
         "jsonl",
         "json",
         "weft",

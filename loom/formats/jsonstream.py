@@ -5,17 +5,26 @@ whole-document object graph (a 64 MB file was over 1 GB of Python objects).
 Every event goes through Events, the one place that refuses what Postgres
 could not store: a NUL character in any string or key (text and jsonb cannot
 hold U+0000), a float that overflows, an integer too long to be a number
-anyone meant. yajl itself refuses NaN and Infinity."""
+anyone meant — and a number the parser itself cannot build (past Python's
+4,300-digit limit, or an exponent Decimal cannot hold). A refused number names
+its field (the key it is under, or its list's). yajl itself refuses NaN and
+Infinity."""
 
 from __future__ import annotations
 
 import math
+import re
+import sys
 from decimal import Decimal
 from typing import IO, Any
 
 import ijson
+from ijson.backends import python as pure_python
 
 MAX_INT_DIGITS = 40  # past 2**128: no field of any format means that
+# Decimal refuses an exponent of 19 digits or more (its limit is 999999999999999999).
+EXPONENT_DIGITS = 19
+SCAN_BYTES = 1024 * 1024
 
 
 class JSONRefused(ValueError):
@@ -27,8 +36,18 @@ class Events:
     O(depth) each, O(depth²) over a deep file), checked and normalised."""
 
     def __init__(self, source: IO[bytes]) -> None:
-        self._it = ijson.basic_parse(source)
+        # ijson's C parser cannot report a number it fails to build: past Python's
+        # digit limit (or Decimal's exponent limit) the error escapes later, from
+        # whatever runs next, as "SystemError: … returned a result with an exception
+        # set". A file holding such a run of digits (in a number, or harmlessly in a
+        # string) is read by ijson's pure-Python parser, which refuses the number
+        # itself, where its field is known; every other file by the C parser.
+        parser = pure_python if unbuildable_numbers(source) else ijson
+        self._it = parser.basic_parse(source)
         self._ahead: tuple[str, Any] | None = None
+        # The key each open container's next value is under (a list's items: the
+        # list's own key), to name the field of a number that cannot be read.
+        self._names: list[str | None] = [None]
 
     def __iter__(self) -> Events:
         return self
@@ -43,10 +62,20 @@ class Events:
             raise JSONRefused(_describe(exc)) from None
         except UnicodeDecodeError:
             raise JSONRefused("The file is not valid JSON: it is not UTF-8 text.") from None
+        except ijson.JSONError as exc:  # the pure-Python parser's UnexpectedSymbol
+            raise JSONRefused(_symbol(exc, self._names[-1])) from None
         except (ValueError, OverflowError) as exc:
             # ijson's yajl backend fails inside int() past Python's digit limit,
             # and reports bad bytes as a ValueError holding them.
             raise JSONRefused(_describe(exc)) from None
+        if event == "map_key":
+            self._names[-1] = value
+        elif event == "start_map":
+            self._names.append(None)
+        elif event == "start_array":
+            self._names.append(self._names[-1])
+        elif event in ("end_map", "end_array"):
+            self._names.pop()
         if event in ("string", "map_key"):
             if "\x00" in value:
                 raise JSONRefused(
@@ -55,7 +84,7 @@ class Events:
                     "Weft cannot store it. Remove it and import again."
                 )
         elif event == "number":
-            value = _number(value)
+            value = _number(value, self._names[-1])
         return event, value
 
     def peek(self) -> tuple[str, Any]:
@@ -130,18 +159,70 @@ _NAMES = {
 }
 
 
-def _number(value: Any) -> int | float:
+def _number(value: Any, name: str | None) -> int | float:
     if isinstance(value, Decimal):
         as_float = float(value)
         if math.isinf(as_float):
-            raise JSONRefused("The file holds a number too large to store.")
+            raise JSONRefused(_too_large(name))
         return as_float
     if isinstance(value, int) and len(str(abs(value))) > MAX_INT_DIGITS:
         raise JSONRefused(
-            f"The file holds an integer of {len(str(abs(value))):,} digits; "
+            f"The file holds an integer of {len(str(abs(value))):,} digits{_in(name)}; "
             f"the limit is {MAX_INT_DIGITS}."
         )
     return value
+
+
+def _in(name: str | None) -> str:
+    return "" if name is None else f" in {name[:100]!r}"
+
+
+def _too_large(name: str | None) -> str:
+    return f"The file holds a number too large to store{_in(name)}."
+
+
+def _symbol(exc: Exception, name: str | None) -> str:
+    """The pure-Python parser's refusal of a token: a number it could not build
+    (thousands of digits, or an exponent past Decimal's), else bad JSON."""
+    found = re.match(r"Unexpected symbol '(-?[0-9][^']*)", str(exc))
+    if found is None:
+        return _describe(exc)
+    if found[1].lstrip("-").isdigit():
+        return (
+            f"The file holds an integer too long to read{_in(name)} (thousands of digits); "
+            f"the limit is {MAX_INT_DIGITS} digits."
+        )
+    return f"The file holds a number with an exponent too long to read{_in(name)}."
+
+
+# Every digit as "0", every e or E as "e", signs as themselves, the rest as a space: a
+# long run of digits (or an exponent's) is then one bytes.find away, at C speed.
+_SHAPES = bytes(
+    48 if 48 <= b <= 57 else 101 if b in b"eE" else b if b in b"+-" else 32 for b in range(256)
+)
+
+
+def unbuildable_numbers(source: IO[bytes]) -> bool:
+    """Whether the file holds a run of digits longer than int() builds from text
+    (sys.get_int_max_str_digits(), 4,300 by default) or an exponent longer than
+    Decimal's; the source is read through and left where it was."""
+    limit = sys.get_int_max_str_digits()
+    needles = [b"e" + b"0" * EXPONENT_DIGITS, b"e+" + b"0" * EXPONENT_DIGITS,
+               b"e-" + b"0" * EXPONENT_DIGITS]  # fmt: skip
+    if limit:
+        needles.append(b"0" * (limit + 1))
+    keep = max(len(n) for n in needles) - 1  # a run across two reads is found whole
+    at = source.tell()
+    carry = b""
+    try:
+        while chunk := source.read(SCAN_BYTES):
+            shapes = carry + chunk.translate(_SHAPES)
+            if any(needle in shapes for needle in needles):
+                return True
+            carry = shapes[-keep:]
+    finally:
+        source.seek(at)
+    return False
 
 
 def _first_line(exc: Exception) -> str:

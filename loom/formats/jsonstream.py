@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import IO, Any
 
@@ -24,7 +25,7 @@ from ijson.backends import python as pure_python
 MAX_INT_DIGITS = 40  # past 2**128: no field of any format means that
 # Decimal refuses an exponent of 19 digits or more (its limit is 999999999999999999).
 EXPONENT_DIGITS = 19
-SCAN_BYTES = 1024 * 1024
+SCAN_BYTES = 256 * 1024
 
 
 class JSONRefused(ValueError):
@@ -58,16 +59,8 @@ class Events:
             return event
         try:
             event, value = next(self._it)
-        except ijson.IncompleteJSONError as exc:
-            raise JSONRefused(_describe(exc)) from None
-        except UnicodeDecodeError:
-            raise JSONRefused("The file is not valid JSON: it is not UTF-8 text.") from None
-        except ijson.JSONError as exc:  # the pure-Python parser's UnexpectedSymbol
-            raise JSONRefused(_symbol(exc, self._names[-1])) from None
-        except (ValueError, OverflowError) as exc:
-            # ijson's yajl backend fails inside int() past Python's digit limit,
-            # and reports bad bytes as a ValueError holding them.
-            raise JSONRefused(_describe(exc)) from None
+        except _PARSE_ERRORS as exc:
+            raise self._refusal(exc) from None
         if event == "map_key":
             self._names[-1] = value
         elif event == "start_map":
@@ -86,6 +79,14 @@ class Events:
         elif event == "number":
             value = _number(value, self._names[-1])
         return event, value
+
+    def _refusal(self, exc: Exception) -> JSONRefused:
+        if isinstance(exc, UnicodeDecodeError):
+            return JSONRefused("The file is not valid JSON: it is not UTF-8 text.")
+        if isinstance(exc, ijson.JSONError) and not isinstance(exc, ijson.IncompleteJSONError):
+            return JSONRefused(_symbol(exc, self._names[-1]))  # the pure-Python parser's
+        # yajl's messages; it also reports bad bytes as a ValueError holding them.
+        return JSONRefused(_describe(exc))
 
     def peek(self) -> tuple[str, Any]:
         if self._ahead is None:
@@ -128,16 +129,41 @@ class Events:
                 key.append(None)
         return root
 
+    def keys(self, what: str) -> Iterator[str]:
+        """The keys of the object that comes next, one at a time: after each, the
+        caller reads its value (value()) or passes it by (skip()), so a big object is
+        never built whole."""
+        self.expect("start_map", what)
+        for event, key in self:
+            if event == "end_map":
+                return
+            yield key
+
     def skip(self, first: tuple[str, Any] | None = None) -> str:
-        """Read past the next value without building it; returns its event type."""
+        """Read past the next value without building it; returns its event type.
+        What is inside is never stored, so it is not checked: its events come
+        straight from the parser (a few times faster over a big unknown value),
+        only the names kept, for a number the parser itself cannot build."""
         event, _ = first if first is not None else next(self)
-        depth = 1 if event in ("start_map", "start_array") else 0
-        while depth:
-            e, _ = next(self)
-            if e in ("start_map", "start_array"):
-                depth += 1
-            elif e in ("end_map", "end_array"):
-                depth -= 1
+        if event not in ("start_map", "start_array"):
+            return event
+        depth, names = 1, self._names
+        try:
+            for e, value in self._it:
+                if e == "map_key":
+                    names[-1] = value
+                elif e == "start_map" or e == "start_array":
+                    names.append(None if e == "start_map" else names[-1])
+                    depth += 1
+                elif e == "end_map" or e == "end_array":
+                    names.pop()
+                    depth -= 1
+                    if not depth:
+                        break
+        except _PARSE_ERRORS as exc:
+            raise self._refusal(exc) from None
+        if depth:
+            raise JSONRefused(_describe(ijson.IncompleteJSONError("premature EOF")))
         return event
 
     def end(self) -> None:
@@ -145,6 +171,11 @@ class Events:
         for _ in self:
             raise JSONRefused(MORE_THAN_ONE)
 
+
+# What the parsers raise for bytes that are not JSON (UnicodeDecodeError is a
+# ValueError; IncompleteJSONError and the pure-Python parser's UnexpectedSymbol are
+# JSONErrors; yajl fails inside int() past the digit limit with a ValueError).
+_PARSE_ERRORS = (ijson.JSONError, ValueError, OverflowError)
 
 _NAMES = {
     "start_map": "an object",

@@ -9,7 +9,7 @@ import asyncio
 from urllib.parse import parse_qsl
 
 from api.errors import ApiError
-from api.http import ClientGone, Request, log_bug
+from api.http import ClientGone, Request, log_bug, shown
 from core import logs, metrics
 
 
@@ -23,13 +23,13 @@ def _handler(req: Request):
     path = route_of(req.path.rstrip("/") if req.path != "/" else req.path)
     methods = ROUTES.get(path)
     if methods is None:
-        raise ApiError("not_found", f"no route {req.method} {req.path} (see /openapi.json)")
+        raise ApiError("not_found", f"no route {req.method} {shown(req.path)} (see /openapi.json)")
     handler = methods.get(req.method)
     if handler is None:
         allowed = ", ".join(methods)
         raise ApiError(
             "method_not_allowed",
-            f"{req.path} takes {allowed}, not {req.method}",
+            f"{shown(req.path)} takes {allowed}, not {req.method}",
             headers={"Allow": allowed},
         )
     query = req.scope.get("query_string", b"")
@@ -43,10 +43,11 @@ def _handler(req: Request):
         unknown = [name for name in names if name not in accepted]
         if unknown or not names:
             takes = ", ".join(sorted(accepted)) or "no query parameters"
+            got = shown(", ".join(sorted(set(names))))
             raise ApiError(
                 "invalid_request",
-                f"{req.method} {req.path} takes {takes} (got {', '.join(sorted(set(names)))})",
-                param=unknown[0] if unknown else None,
+                f"{req.method} {shown(req.path)} takes {takes} (got {got})",
+                param=shown(unknown[0]) if unknown else None,
             )
     return handler
 

@@ -175,7 +175,15 @@ async def _send_part(req: Request, zipper: GzipStream | None, data: bytes) -> No
 
 
 def public_id(req: Request) -> str:
-    return req.path.rstrip("/").removeprefix(PREFIX)
+    """The job id in the path. One that cannot be a job's ("job-" and 24 hex digits, as
+    api.models.new_job_id makes them) is the same 404 as an unknown id, and Postgres is
+    never asked (it refuses a NUL in text: that was a 500)."""
+    from api.http import shown
+
+    job_id = req.path.rstrip("/").removeprefix(PREFIX)
+    if re.fullmatch(r"job-[0-9a-f]{24}", job_id) is None:
+        raise ApiError("job_not_found", f"no job '{shown(job_id)}' for this key", param="id")
+    return job_id
 
 
 def wait_seconds(req: Request) -> float:

@@ -40,6 +40,17 @@ def new_request_id() -> str:
     return "req-" + uuid.uuid4().hex
 
 
+ECHO_MAX = 80
+
+
+def shown(text: str, limit: int = ECHO_MAX) -> str:
+    """Part of the request (a path, a parameter's name) as an error message may quote
+    it: at most `limit` characters, and escaped where not printable — a NUL, or a lone
+    surrogate (which another ASGI server may pass in a path, and which cannot be
+    encoded as UTF-8 at all)."""
+    return repr(text[:limit])[1:-1] + ("…" if len(text) > limit else "")
+
+
 class Request:
     """One /v1 request: what came in, and the headers every answer to it carries."""
 

@@ -486,8 +486,9 @@ def _job_id_parameter() -> dict[str, Any]:
         "name": "id",
         "in": "path",
         "required": True,
-        "description": "The job's id (from the 202's body or Location).",
-        "schema": {"type": "string"},
+        "description": "The job's id (from the 202's body or Location). Any other string "
+        "is a 404 job_not_found, as an unknown or expired id is.",
+        "schema": {"type": "string", "pattern": "^job-[0-9a-f]{24}$"},
     }
 
 

@@ -1,7 +1,14 @@
 """A batch's results as JSONL or CSV, streamed: one row per sample (a prompt with no
 sample yet — pending, failed before any text — is one row with an empty sample
 index), the uploaded metadata as further columns. Both read straight into pandas
-(`read_json(lines=True)`, `read_csv`)."""
+(`read_json(lines=True)`, `read_csv`), exactly.
+
+"CSV for spreadsheets" is the same table made safe to open in Excel or LibreOffice:
+a text cell that starts with =, +, -, @, a tab or a carriage return would be read as
+a formula there (prompts, model output and metadata are anyone's text), so it gets a
+leading single quote (OWASP's rule for CSV injection), and the file starts with a
+UTF-8 byte order mark (without one Excel reads it in the local code page). Numbers
+Weft wrote itself (indexes, token counts, mean logprobs) stay numbers."""
 
 from __future__ import annotations
 
@@ -17,7 +24,8 @@ from django.http import HttpRequest, StreamingHttpResponse
 from batch.models import Batch, BatchItem
 from workbench.history_views import _download as download_stream
 
-FORMATS = ("jsonl", "csv")
+FORMATS = ("jsonl", "csv", "spreadsheet.csv")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 COLUMNS = ["prompt_index", "sample_index", "status", "prompt", "text", "finish_reason", "tokens",
            "mean_logprob", "error_code"]  # fmt: skip
 CHUNK = 500
@@ -79,9 +87,10 @@ def _jsonl(batch: Batch) -> Iterator[str]:
         yield json.dumps({k: row[k] for k in order}, ensure_ascii=False) + "\n"
 
 
-def _csv(batch: Batch) -> Iterator[str]:
+def _csv(batch: Batch, *, spreadsheet: bool = False) -> Iterator[str]:
     keys = metadata_keys(batch)
     header = COLUMNS + list(_column_names(keys).values())
+    cell = _spreadsheet_cell if spreadsheet else _cell
     buffer = io.StringIO()
     writer = csv.writer(buffer)
 
@@ -91,10 +100,10 @@ def _csv(batch: Batch) -> Iterator[str]:
         buffer.truncate()
         return text
 
-    writer.writerow(header)
-    yield take()
+    writer.writerow([cell(name) for name in header])
+    yield ("\ufeff" if spreadsheet else "") + take()
     for row in rows(batch, keys):
-        writer.writerow([_cell(row[k]) for k in header])
+        writer.writerow([cell(row[k]) for k in header])
         yield take()
 
 
@@ -106,8 +115,18 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def _spreadsheet_cell(value: Any) -> Any:
+    value = _cell(value)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def download(request: HttpRequest, batch: Batch, fmt: str) -> StreamingHttpResponse:
-    name = f"weft-batch-{batch.pk}.{fmt}"
     if fmt == "jsonl":
+        name = f"weft-batch-{batch.pk}.jsonl"
         return download_stream(request, _jsonl(batch), name, "application/x-ndjson")
-    return download_stream(request, _csv(batch), name, "text/csv; charset=utf-8")
+    spreadsheet = fmt == "spreadsheet.csv"
+    name = f"weft-batch-{batch.pk}{'-spreadsheet' if spreadsheet else ''}.csv"
+    chunks = _csv(batch, spreadsheet=spreadsheet)
+    return download_stream(request, chunks, name, "text/csv; charset=utf-8")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_PROMPTS = 10_000
+MAX_DEPTH = 32  # levels of objects and lists in a line's metadata (the line itself is one)
 FORMATS = ("auto", "jsonl", "csv", "text")
 
 
@@ -66,21 +67,30 @@ def _decode(data: bytes) -> str:
 
 def _storable(value: Any, line: int, what: str) -> None:
     """Postgres text and jsonb hold neither NUL nor a lone surrogate (JSON can
-    escape both): refuse them here, naming the line, rather than fail the INSERT."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise UploadError(f"{what} contains a NUL character", line)
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UploadError(f"{what} contains an unpaired surrogate (\\ud8xx)", line) from None
-    elif isinstance(value, dict):
-        for key, inner in value.items():
-            _storable(key, line, what)
-            _storable(inner, line, what)
-    elif isinstance(value, list):
-        for inner in value:
-            _storable(inner, line, what)
+    escape both): refuse them here, naming the line, rather than fail the INSERT.
+    Walked with a stack, and no deeper than MAX_DEPTH: json.loads builds a line
+    nested a thousand levels deep, which would stop a recursive walk (and every
+    later reader of the metadata) with a RecursionError."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise UploadError(f"{what} contains a NUL character", line)
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UploadError(
+                    f"{what} contains an unpaired surrogate (\\ud8xx)", line
+                ) from None
+        elif isinstance(item, dict | list):
+            if depth == MAX_DEPTH:
+                raise UploadError(f"{what} nests deeper than {MAX_DEPTH} levels", line)
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item)
+                stack.extend((inner, depth + 1) for inner in item.values())
+            else:
+                stack.extend((inner, depth + 1) for inner in item)
 
 
 def _jsonl(text: str):
@@ -92,7 +102,7 @@ def _jsonl(text: str):
         except json.JSONDecodeError as exc:
             raise UploadError(f"not JSON ({exc.msg})", number) from None
         except RecursionError:
-            raise UploadError("not JSON (nested too deeply)", number) from None
+            raise UploadError(f"the line nests deeper than {MAX_DEPTH} levels", number) from None
         except ValueError as exc:  # NaN / Infinity, or an integer of thousands of digits
             raise UploadError(f"not JSON ({exc})", number) from None
         if not isinstance(row, dict):

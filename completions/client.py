@@ -248,11 +248,16 @@ def _error_for_response(response: httpx.Response) -> BackendError:
 
 def _transport_error(exc: httpx.HTTPError, request_id: str = "") -> BackendError:
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        # The error's text may hold the backend's host and port (asyncio's "Connect call
+        # failed ('10.0.0.7', 8000)"): the log keeps it, the message (shown to API
+        # clients and on pages) does not.
+        try:
+            where = without_credentials(str(exc.request.url))
+        except RuntimeError:  # raised without its request
+            where = "?"
+        log.warning("backend connection to %s failed: %s", where, str(exc)[:300])
         return BackendUnavailable(
-            "connect_error",
-            f"cannot reach the backend: {without_credentials(str(exc))}",
-            None,
-            request_id,
+            "connect_error", f"backend unavailable ({type(exc).__name__})", None, request_id
         )
     if isinstance(exc, httpx.TimeoutException):
         return UpstreamTimeout("timeout", "the backend did not answer in time", None, request_id)

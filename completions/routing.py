@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Backend:
-    name: str  # for logs and messages; never holds the key
+    name: str  # for logs (it defaults to the hostname: never in a message); never the key
     url: str  # the API base, ending in /v1
     api_key: str = ""
     # (short id, the backend's model name) pairs; None: every model it lists, as listed.
@@ -69,10 +69,12 @@ class Table:
         if route is not None:
             return route
         if self.down:
+            # A backend's name defaults to its hostname: the log says which are down,
+            # the message (which reaches API clients and pages) only the model's id.
+            log.warning("model %s: not served while backends are down: %s", model_id,
+                        ", ".join(self.down))  # fmt: skip
             raise BackendUnavailable(
-                "backend_unavailable",
-                f"no reachable backend serves '{model_id}' (not answering: {', '.join(self.down)})",
-                503,
+                "backend_unavailable", f"backend unavailable for model '{model_id}'", 503
             )
         if model_id is None:
             raise ModelNotFound(message="the backend lists no models")

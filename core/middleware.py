@@ -8,7 +8,10 @@ answered 413 without reading a byte, and a body without one (chunked) is counted
 it arrives and cut off at the limit.
 
 Limits are settings: WEFT_MAX_REQUEST_BYTES for every path, WEFT_MAX_IMPORT_BYTES for
-the paths in WEFT_IMPORT_PATHS. The public API never gets here: config/asgi.py routes
+the paths in WEFT_IMPORT_PATHS when the request is a signed-in user's. The login check
+runs later, in Django, after the body is on disk: so here the session cookie is looked
+up (Django's own check, aget_user) before the larger allowance is given; an anonymous
+request gets the small limit everywhere. The public API never gets here: config/asgi.py routes
 /v1 first to api/asgi.py, which checks its own limit (WEFT_API_MAX_BODY_BYTES) the same
 way and answers in its JSON envelope.
 """
@@ -16,10 +19,13 @@ way and answers in its JSON envelope.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from importlib import import_module
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import aget_user
 from django.http import HttpRequest, HttpResponse
+from django.http.cookie import parse_cookie
 from django.utils.html import escape
 
 from core import logs
@@ -32,10 +38,23 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def body_limit(path: str) -> int:
-    """The largest request body accepted on `path`, in bytes."""
+    """The largest request body a signed-in user may send to `path`, in bytes."""
     if any(path.startswith(prefix) for prefix in settings.WEFT_IMPORT_PATHS):
         return settings.WEFT_MAX_IMPORT_BYTES
     return settings.WEFT_MAX_REQUEST_BYTES
+
+
+async def signed_in(scope: Scope) -> bool:
+    """Whether the request's session cookie is a signed-in, active user's — the check
+    Django's AuthenticationMiddleware makes later (a changed password ends the session)."""
+    cookies = b"; ".join(value for name, value in scope.get("headers") or [] if name == b"cookie")
+    key = parse_cookie(cookies.decode("latin-1")).get(settings.SESSION_COOKIE_NAME)
+    if not key:
+        return False
+    request = HttpRequest()
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(key)
+    user = await aget_user(request)
+    return bool(user.is_authenticated)
 
 
 def too_large_response(limit: int) -> tuple[bytes, bytes]:
@@ -70,6 +89,16 @@ class RequestBodyLimitMiddleware:
             return
         path = scope.get("path") or "/"
         limit = body_limit(path)
+        small = settings.WEFT_MAX_REQUEST_BYTES
+        # The larger allowance is only a signed-in user's; the session is looked up only
+        # for a body that needs it (a declared length past the small limit now, a
+        # chunked one when it gets there).
+        unchecked = limit > small
+        length = _content_length(scope)
+        if unchecked and length is not None and length > small:
+            unchecked = False
+            if not await signed_in(scope):
+                limit = small
 
         async def refuse() -> None:
             content_type, body = too_large_response(limit)
@@ -86,7 +115,6 @@ class RequestBodyLimitMiddleware:
             )
             await send({"type": "http.response.body", "body": body})
 
-        length = _content_length(scope)
         if length is not None and length > limit:
             await refuse()
             return
@@ -95,10 +123,14 @@ class RequestBodyLimitMiddleware:
         refused = False
 
         async def counted_receive() -> Message:
-            nonlocal received, refused
+            nonlocal received, refused, limit, unchecked
             message = await receive()
             if message["type"] == "http.request" and not refused:
                 received += len(message.get("body", b""))
+                if unchecked and received > small:
+                    unchecked = False
+                    if not await signed_in(scope):
+                        limit = small
                 if received > limit:
                     refused = True
                     await refuse()

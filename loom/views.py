@@ -572,7 +572,15 @@ def generate(request, tree_id: int, node_id: int):
     else:
         ctx["live"] = live_generations(tree, generations)
         return render(request, "loom/tree.html#generation", ctx)
-    return render(request, "loom/tree.html#generation", ctx, status=INVALID)
+    # A refusal (a second g while one runs, bad settings, no budget) goes to the notice
+    # area and beside the fields; the live area keeps the generations it shows (replacing
+    # it would close their socket, and their children would never appear on the page).
+    ctx["error"] = "Nothing was sent." + (
+        " See the marked settings." if ctx.get("field_errors") else ""
+    )
+    response = render(request, "loom/tree.html#generation-refused", ctx, status=INVALID)
+    response["HX-Reswap"] = "none"
+    return response
 
 
 def render_result(request, g):

@@ -103,13 +103,18 @@ def test_it_answers_the_api_in_json(server, make_user):
         time.sleep(0.05)
 
 
-@pytest.mark.django_db
-def test_it_lets_imports_be_larger(server):
+@pytest.mark.django_db(transaction=True)
+def test_it_lets_imports_be_larger(server, make_user, session_cookie):
+    """For a signed-in user (tests/test_it_gives_anonymous_uploads_the_small_limit.py:
+    an anonymous request gets the small limit there too)."""
+    cookie = f"sessionid={session_cookie(make_user())}"
     size = LIMIT * 2
     body = [b"x" * size]
-    allowed = exchange(server, head("/loom/import/", Content_Length=str(size)), body)
+    allowed = exchange(server, head("/loom/import/", Content_Length=str(size), Cookie=cookie), body)
     assert allowed.startswith(b"HTTP/1.1 403"), allowed[:200]  # Django's CSRF check
-    refused = exchange(server, head("/loom/import/", Content_Length=str(IMPORT_LIMIT + 1)))
+    refused = exchange(
+        server, head("/loom/import/", Content_Length=str(IMPORT_LIMIT + 1), Cookie=cookie)
+    )
     assert refused.startswith(b"HTTP/1.1 413")
 
 

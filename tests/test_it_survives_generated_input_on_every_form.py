@@ -221,6 +221,7 @@ NOT_FUZZED = {
 STR_VALUES = {
     "fmt": [
         "csv",
+        "spreadsheet.csv",
         "jsonl",
         "json",
         "weft",

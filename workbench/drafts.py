@@ -27,10 +27,14 @@ BOOL_FIELDS = [p.name for p in params.PARAMS if p.kind == "bool"]
 
 class DraftForm(forms.Form):
     """What the autosave posts: the Workbench form, plus `show` (a run to list on the
-    page, when it was opened from a link)."""
+    page, when it was opened from a link) and the save's number: `draft_page` (a random
+    id per page load) and `draft_seq` (1, 2, … on that page), which
+    Draft.update_values orders saves by."""
 
     prompt = forms.CharField(required=False, strip=False, max_length=PROMPT_MAX)
     show = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    draft_page = forms.CharField(required=False, max_length=64)
+    draft_seq = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -48,6 +52,12 @@ class DraftForm(forms.Form):
             if f"{name}__present" in self.data:
                 out[name] = name in self.data
         return out
+
+
+def sequence(form: DraftForm) -> dict[str, Any]:
+    """The save's number, as Draft.update_values takes it (none: an unnumbered save)."""
+    page, seq = form.cleaned_data.get("draft_page"), form.cleaned_data.get("draft_seq")
+    return {"page": page, "seq": seq} if page and seq else {}
 
 
 def page_values(draft: Draft) -> dict[str, Any]:

@@ -343,6 +343,7 @@ class SavedPrompt(models.Model):
 
 # How many runs the page keeps showing after a reload (newest first).
 DRAFT_RUNS = 6
+DRAFT_PAGES = 8  # pages whose save numbers a draft remembers
 
 
 class DraftQuerySet(models.QuerySet):
@@ -364,6 +365,12 @@ class Draft(models.Model):
     # Generation ids shown on the page, newest first.
     runs = models.JSONField(default=list)
     updated_at = models.DateTimeField(auto_now=True)
+    # [page, number] of the newest save kept from each of the last DRAFT_PAGES pages
+    # that saved (a random id per page load, its saves numbered 1, 2, …), oldest
+    # first. A debounced save still in flight when the leaving page's beacon carries
+    # newer text can arrive last, even after the next page's first save; its lower
+    # number says it is older.
+    save_numbers = models.JSONField(default=list)
 
     objects = DraftQuerySet.as_manager()
 
@@ -387,10 +394,26 @@ class Draft(models.Model):
             self.runs = row.runs
 
     @transaction.atomic
-    def update_values(self, values: dict[str, Any]) -> None:
+    def update_values(self, values: dict[str, Any], *, page: str = "", seq: int = 0) -> bool:
         """Merge what the page sent into the stored values (a field not sent keeps its
-        stored value). The runs list is left alone: only Run and dismiss change it."""
+        stored value). The runs list is left alone: only Run and dismiss change it.
+
+        A numbered save (`seq` of page `page`) older than, or the same as, the newest
+        one kept from that page is ignored, so the newest typing wins whatever order
+        the saves arrive in; the first save of a new page (a reload, another browser)
+        is kept. Returns whether the values were kept."""
         row, _ = Draft.objects.select_for_update().get_or_create(owner_id=self.owner_id)
+        newest = dict(row.save_numbers or [])  # page -> number, in order of last save
+        if page and seq:
+            if seq <= newest.get(page, 0):
+                self.pk, self.values = row.pk, row.values
+                return False
+            newest.pop(page, None)
+            newest[page] = seq
+        numbers = [[p, n] for p, n in newest.items()][-DRAFT_PAGES:]
         merged = {**row.values, **values}
-        Draft.objects.filter(pk=row.pk).update(values=merged, updated_at=timezone.now())
+        Draft.objects.filter(pk=row.pk).update(
+            values=merged, updated_at=timezone.now(), save_numbers=numbers
+        )
         self.pk, self.values = row.pk, merged
+        return True

@@ -284,7 +284,7 @@ def draft(request: HttpRequest) -> HttpResponse:
     show = form.cleaned_data.get("show")
     generation = own_generation(request, show, *KINDS) if show else None
     current = Draft.objects.of(request.user)
-    current.update_values(form.values())
+    current.update_values(form.values(), **drafts.sequence(form))
     if generation is not None:
         current.show_run(generation)
     return render(request, f"{PAGE}#draft_status", {"draft_saved": True})

@@ -5,9 +5,10 @@ ImportRefused naming what is wrong, and nothing is created.
 
 Files are read with ijson (loom.formats.jsonstream), never json.loads: Weft JSON
 node by node, JSONL line by line, pyloom's nesting event by event with an
-explicit stack. Only the flat formats (loomsidian, exoloom, MiniLoom) are built
-as one document, and only their top-level keys are read before the format is
-known.
+explicit stack, the flat formats (loomsidian, exoloom, MiniLoom) node by node in
+two reads (their skeleton, then the nodes). The format is known from the
+top-level keys alone (read_head), whose values are passed by without being
+built: a file of something else costs its read, not its size in objects.
 
 This module detects and dispatches; each format's reader is its own module
 (weft, jsonl, pyloom, loomsidian, exoloom, miniloom), sharing loom.formats.records."""
@@ -20,19 +21,18 @@ from typing import IO, Any
 
 from django.db import transaction
 
-from loom.formats.exoloom import parse_exoloom
+from loom.formats.exoloom import import_exoloom
 from loom.formats.exporters import WEFT_FORMAT
 from loom.formats.jsonl import is_weft_jsonl, parse_jsonl
 from loom.formats.jsonstream import Events, JSONRefused
-from loom.formats.loomsidian import parse_loomsidian
-from loom.formats.miniloom import parse_miniloom
+from loom.formats.loomsidian import import_loomsidian
+from loom.formats.miniloom import import_miniloom
 from loom.formats.pyloom import parse_pyloom
 from loom.formats.records import (
     MAX_IMPORT_BYTES,
     MAX_IMPORT_NODES,
     ImportRefused,
     TreeWriter,
-    write_tree,
 )
 from loom.formats.weft import parse_weft
 from loom.models import Tree
@@ -77,8 +77,8 @@ def parse(data: bytes | IO[bytes], *, filename: str = "", owner) -> list[Tree]:
             return [writer.finish(parse_jsonl(source, base, writer), one_root=True)]
         head = read_head(Events(source))
         fmt = detect(head)
+        source.seek(0)
         if fmt in ("weft", "pyloom"):
-            source.seek(0)
             events = Events(source)
             writer = TreeWriter(owner)
             if fmt == "weft":
@@ -86,48 +86,73 @@ def parse(data: bytes | IO[bytes], *, filename: str = "", owner) -> list[Tree]:
             bare = not _is_map(head.get("root"))
             return [writer.finish(parse_pyloom(events, base, writer, bare=bare))]
         if fmt == "loomsidian":
-            parsed = parse_loomsidian(head)
-        elif fmt == "exoloom":
-            parsed = [parse_exoloom(head, base)]
-        else:
-            parsed = [parse_miniloom(head, base)]
-        return [write_tree(owner, p) for p in parsed]
+            return import_loomsidian(source, owner)
+        if fmt == "exoloom":
+            return [import_exoloom(source, base, owner)]
+        return [import_miniloom(source, base, owner)]
     except JSONRefused as exc:
         raise ImportRefused(str(exc)) from None
 
 
-class Deferred:
-    """A top-level value read past while detecting the format (pyloom's root,
-    Weft's nodes): the streaming parser reads it on its own pass."""
+class Glance:
+    """A top-level value passed by while detecting the format, never built: what it
+    is, and which of the keys detection asks about it holds."""
 
-    def __init__(self, event: str) -> None:
+    def __init__(self, event: str, keys: frozenset[str] = frozenset(), notes: int = 0) -> None:
         self.is_map = event == "start_map"
+        self.keys = keys
+        self.notes = notes  # loomsidian's state: its entries, when each is a note (else 0)
 
 
-_DEFERRED_KEYS = {"root", "nodes", "children"}
+# What detection reads of each top-level key; any other key's value is skipped.
+_SCALARS = {"format", "loomType"}  # their value (when it is not an object or a list)
+_LOOKED_INTO = {"tree": {"rootNodeId"}}  # which of these keys the object holds
 
 
 def read_head(events: Events) -> dict[str, Any]:
-    """The top-level object with its big keys left unread. Weft's and pyloom's
-    own files say what they are in their first key: the read stops there, so a
-    big file is not read through twice."""
-    event, _ = next(events)
-    if event != "start_map":
-        events.skip((event, _))
+    """The top-level object's keys, each with its value when detection needs it (a
+    short scalar) or a Glance. Weft's and pyloom's own files say what they are in
+    their first key: the read stops there, so a big file is not read through twice."""
+    if events.peek()[0] != "start_map":
+        events.skip()
         events.end()
         return {}
     head: dict[str, Any] = {}
-    for event, key in events:
-        if event == "end_map":
-            break
-        if key in _DEFERRED_KEYS:
-            head[key] = Deferred(events.skip())
-        else:
-            head[key] = events.value()
+    for key in events.keys("The file"):
+        if not head and key == "root" and events.peek()[0] == "start_map":
+            return {"root": Glance("start_map")}  # pyloom: its root is read once, by its parser
+        head[key] = _glance(events, key)
         if len(head) == 1 and detect_early(head):
             return head
     events.end()
     return head
+
+
+def _glance(events: Events, key: str) -> Any:
+    event, value = events.peek()
+    if key in _SCALARS and event not in ("start_map", "start_array"):
+        return events.value()
+    if event != "start_map" or key not in (*_LOOKED_INTO, "state"):
+        return Glance(events.skip())
+    if key == "state":  # loomsidian: every entry an object with "nodes"
+        notes = 0
+        for _ in events.keys("'state'"):
+            if events.peek()[0] != "start_map":
+                events.skip()
+                notes = -1
+                continue
+            found = False
+            for inner in events.keys("a note"):
+                found = found or inner == "nodes"
+                events.skip()
+            notes = notes + 1 if notes >= 0 and found else -1
+        return Glance("start_map", notes=max(notes, 0))
+    wanted, found = _LOOKED_INTO[key], set()
+    for inner in events.keys(f"'{key}'"):
+        if inner in wanted:
+            found.add(inner)
+        events.skip()
+    return Glance("start_map", frozenset(found))
 
 
 def detect_early(head: dict[str, Any]) -> bool:
@@ -135,24 +160,22 @@ def detect_early(head: dict[str, Any]) -> bool:
 
 
 def _is_map(value: Any) -> bool:
-    return isinstance(value, dict) or (isinstance(value, Deferred) and value.is_map)
+    return isinstance(value, dict) or (isinstance(value, Glance) and value.is_map)
 
 
 def detect(doc: Any) -> str:
     if isinstance(doc, dict):
         if doc.get("format") == WEFT_FORMAT:
             return "weft"
+        tree = doc.get("tree")
         if doc.get("loomType") == "Exoloom" or (
-            isinstance(doc.get("tree"), dict) and "rootNodeId" in doc["tree"]
+            isinstance(tree, Glance) and "rootNodeId" in tree.keys
         ):
             return "exoloom"
-        if isinstance(doc.get("loomTree"), dict):
+        if _is_map(doc.get("loomTree")):
             return "miniloom"
-        if (
-            isinstance(doc.get("state"), dict)
-            and doc["state"]
-            and all(isinstance(v, dict) and "nodes" in v for v in doc["state"].values())
-        ):
+        state = doc.get("state")
+        if isinstance(state, Glance) and state.notes:
             return "loomsidian"
         if _is_map(doc.get("root")) or ("text" in doc and "children" in doc):
             return "pyloom"

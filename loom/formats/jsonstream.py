@@ -5,17 +5,27 @@ whole-document object graph (a 64 MB file was over 1 GB of Python objects).
 Every event goes through Events, the one place that refuses what Postgres
 could not store: a NUL character in any string or key (text and jsonb cannot
 hold U+0000), a float that overflows, an integer too long to be a number
-anyone meant. yajl itself refuses NaN and Infinity."""
+anyone meant — and a number the parser itself cannot build (past Python's
+4,300-digit limit, or an exponent Decimal cannot hold). A refused number names
+its field (the key it is under, or its list's). yajl itself refuses NaN and
+Infinity."""
 
 from __future__ import annotations
 
 import math
+import re
+import sys
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import IO, Any
 
 import ijson
+from ijson.backends import python as pure_python
 
 MAX_INT_DIGITS = 40  # past 2**128: no field of any format means that
+# Decimal refuses an exponent of 19 digits or more (its limit is 999999999999999999).
+EXPONENT_DIGITS = 19
+SCAN_BYTES = 256 * 1024
 
 
 class JSONRefused(ValueError):
@@ -27,8 +37,18 @@ class Events:
     O(depth) each, O(depth²) over a deep file), checked and normalised."""
 
     def __init__(self, source: IO[bytes]) -> None:
-        self._it = ijson.basic_parse(source)
+        # ijson's C parser cannot report a number it fails to build: past Python's
+        # digit limit (or Decimal's exponent limit) the error escapes later, from
+        # whatever runs next, as "SystemError: … returned a result with an exception
+        # set". A file holding such a run of digits (in a number, or harmlessly in a
+        # string) is read by ijson's pure-Python parser, which refuses the number
+        # itself, where its field is known; every other file by the C parser.
+        parser = pure_python if unbuildable_numbers(source) else ijson
+        self._it = parser.basic_parse(source)
         self._ahead: tuple[str, Any] | None = None
+        # The key each open container's next value is under (a list's items: the
+        # list's own key), to name the field of a number that cannot be read.
+        self._names: list[str | None] = [None]
 
     def __iter__(self) -> Events:
         return self
@@ -39,14 +59,16 @@ class Events:
             return event
         try:
             event, value = next(self._it)
-        except ijson.IncompleteJSONError as exc:
-            raise JSONRefused(_describe(exc)) from None
-        except UnicodeDecodeError:
-            raise JSONRefused("The file is not valid JSON: it is not UTF-8 text.") from None
-        except (ValueError, OverflowError) as exc:
-            # ijson's yajl backend fails inside int() past Python's digit limit,
-            # and reports bad bytes as a ValueError holding them.
-            raise JSONRefused(_describe(exc)) from None
+        except _PARSE_ERRORS as exc:
+            raise self._refusal(exc) from None
+        if event == "map_key":
+            self._names[-1] = value
+        elif event == "start_map":
+            self._names.append(None)
+        elif event == "start_array":
+            self._names.append(self._names[-1])
+        elif event in ("end_map", "end_array"):
+            self._names.pop()
         if event in ("string", "map_key"):
             if "\x00" in value:
                 raise JSONRefused(
@@ -55,8 +77,16 @@ class Events:
                     "Weft cannot store it. Remove it and import again."
                 )
         elif event == "number":
-            value = _number(value)
+            value = _number(value, self._names[-1])
         return event, value
+
+    def _refusal(self, exc: Exception) -> JSONRefused:
+        if isinstance(exc, UnicodeDecodeError):
+            return JSONRefused("The file is not valid JSON: it is not UTF-8 text.")
+        if isinstance(exc, ijson.JSONError) and not isinstance(exc, ijson.IncompleteJSONError):
+            return JSONRefused(_symbol(exc, self._names[-1]))  # the pure-Python parser's
+        # yajl's messages; it also reports bad bytes as a ValueError holding them.
+        return JSONRefused(_describe(exc))
 
     def peek(self) -> tuple[str, Any]:
         if self._ahead is None:
@@ -99,16 +129,41 @@ class Events:
                 key.append(None)
         return root
 
+    def keys(self, what: str) -> Iterator[str]:
+        """The keys of the object that comes next, one at a time: after each, the
+        caller reads its value (value()) or passes it by (skip()), so a big object is
+        never built whole."""
+        self.expect("start_map", what)
+        for event, key in self:
+            if event == "end_map":
+                return
+            yield key
+
     def skip(self, first: tuple[str, Any] | None = None) -> str:
-        """Read past the next value without building it; returns its event type."""
+        """Read past the next value without building it; returns its event type.
+        What is inside is never stored, so it is not checked: its events come
+        straight from the parser (a few times faster over a big unknown value),
+        only the names kept, for a number the parser itself cannot build."""
         event, _ = first if first is not None else next(self)
-        depth = 1 if event in ("start_map", "start_array") else 0
-        while depth:
-            e, _ = next(self)
-            if e in ("start_map", "start_array"):
-                depth += 1
-            elif e in ("end_map", "end_array"):
-                depth -= 1
+        if event not in ("start_map", "start_array"):
+            return event
+        depth, names = 1, self._names
+        try:
+            for e, value in self._it:
+                if e == "map_key":
+                    names[-1] = value
+                elif e == "start_map" or e == "start_array":
+                    names.append(None if e == "start_map" else names[-1])
+                    depth += 1
+                elif e == "end_map" or e == "end_array":
+                    names.pop()
+                    depth -= 1
+                    if not depth:
+                        break
+        except _PARSE_ERRORS as exc:
+            raise self._refusal(exc) from None
+        if depth:
+            raise JSONRefused(_describe(ijson.IncompleteJSONError("premature EOF")))
         return event
 
     def end(self) -> None:
@@ -116,6 +171,11 @@ class Events:
         for _ in self:
             raise JSONRefused(MORE_THAN_ONE)
 
+
+# What the parsers raise for bytes that are not JSON (UnicodeDecodeError is a
+# ValueError; IncompleteJSONError and the pure-Python parser's UnexpectedSymbol are
+# JSONErrors; yajl fails inside int() past the digit limit with a ValueError).
+_PARSE_ERRORS = (ijson.JSONError, ValueError, OverflowError)
 
 _NAMES = {
     "start_map": "an object",
@@ -130,18 +190,70 @@ _NAMES = {
 }
 
 
-def _number(value: Any) -> int | float:
+def _number(value: Any, name: str | None) -> int | float:
     if isinstance(value, Decimal):
         as_float = float(value)
         if math.isinf(as_float):
-            raise JSONRefused("The file holds a number too large to store.")
+            raise JSONRefused(_too_large(name))
         return as_float
     if isinstance(value, int) and len(str(abs(value))) > MAX_INT_DIGITS:
         raise JSONRefused(
-            f"The file holds an integer of {len(str(abs(value))):,} digits; "
+            f"The file holds an integer of {len(str(abs(value))):,} digits{_in(name)}; "
             f"the limit is {MAX_INT_DIGITS}."
         )
     return value
+
+
+def _in(name: str | None) -> str:
+    return "" if name is None else f" in {name[:100]!r}"
+
+
+def _too_large(name: str | None) -> str:
+    return f"The file holds a number too large to store{_in(name)}."
+
+
+def _symbol(exc: Exception, name: str | None) -> str:
+    """The pure-Python parser's refusal of a token: a number it could not build
+    (thousands of digits, or an exponent past Decimal's), else bad JSON."""
+    found = re.match(r"Unexpected symbol '(-?[0-9][^']*)", str(exc))
+    if found is None:
+        return _describe(exc)
+    if found[1].lstrip("-").isdigit():
+        return (
+            f"The file holds an integer too long to read{_in(name)} (thousands of digits); "
+            f"the limit is {MAX_INT_DIGITS} digits."
+        )
+    return f"The file holds a number with an exponent too long to read{_in(name)}."
+
+
+# Every digit as "0", every e or E as "e", signs as themselves, the rest as a space: a
+# long run of digits (or an exponent's) is then one bytes.find away, at C speed.
+_SHAPES = bytes(
+    48 if 48 <= b <= 57 else 101 if b in b"eE" else b if b in b"+-" else 32 for b in range(256)
+)
+
+
+def unbuildable_numbers(source: IO[bytes]) -> bool:
+    """Whether the file holds a run of digits longer than int() builds from text
+    (sys.get_int_max_str_digits(), 4,300 by default) or an exponent longer than
+    Decimal's; the source is read through and left where it was."""
+    limit = sys.get_int_max_str_digits()
+    needles = [b"e" + b"0" * EXPONENT_DIGITS, b"e+" + b"0" * EXPONENT_DIGITS,
+               b"e-" + b"0" * EXPONENT_DIGITS]  # fmt: skip
+    if limit:
+        needles.append(b"0" * (limit + 1))
+    keep = max(len(n) for n in needles) - 1  # a run across two reads is found whole
+    at = source.tell()
+    carry = b""
+    try:
+        while chunk := source.read(SCAN_BYTES):
+            shapes = carry + chunk.translate(_SHAPES)
+            if any(needle in shapes for needle in needles):
+                return True
+            carry = shapes[-keep:]
+    finally:
+        source.seek(at)
+    return False
 
 
 def _first_line(exc: Exception) -> str:

@@ -1,25 +1,31 @@
 """MiniLoom files: each node is a diff-match-patch patch against its parent's
-full text, rebuilt along one path at a time (work linear in the file)."""
+full text, rebuilt along one path at a time (work linear in the file).
+
+Read twice, node by node (a node may come before its parent): first the skeleton
+(records.Skeleton) and every patch, from which each node's text is rebuilt top-down,
+then each node written as it is read."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import IO, Any
 
 from diff_match_patch import diff_match_patch
 
+from loom.formats.jsonstream import Events
 from loom.formats.records import (
     ImportRefused,
     Parsed,
+    PlannedWriter,
     Rec,
+    Skeleton,
     as_dict,
     as_key,
     as_str,
     as_when,
-    check_size,
-    order_flat,
-    single_root,
 )
-from loom.models import Author
+from loom.models import Author, Tree
 
 # Characters of parent text re-patched in full over a whole file (patches that
 # only append cost nothing here): a few times the largest file's size.
@@ -28,60 +34,64 @@ MAX_REBUILT_CHARS = 256 * 1024 * 1024
 # --- MiniLoom --------------------------------------------------------------------------------
 
 
-def parse_miniloom(doc: dict, title: str) -> Parsed:
+def import_miniloom(source: IO[bytes], title: str, owner: Any) -> Tree:
     """Each MiniLoom node holds a diff-match-patch patch against its parent's
     full text. Rebuild full texts top-down; a node's segment is what it adds
     to its parent's text. A node that rewrites its parent's text instead of
     extending it keeps its full text in extra['full_text'] and its segment is
     the part after the common prefix."""
-    store = as_dict(as_dict(doc["loomTree"], "loomTree").get("nodeStore"), "loomTree.nodeStore")
-    check_size(len(store))
+    skeleton, texts, rewritten, focus = read_texts(source)
+    skeleton.forget()
+    source.seek(0)
+    writer = PlannedWriter(owner, skeleton)
+
+    def write(nid: str, n: dict) -> None:
+        rec, _, _ = _record(nid, n)
+        number = writer.upcoming
+        rec.text = texts[number]
+        if number in rewritten:
+            rec.extra["full_text"] = rewritten[number]
+        writer.add(rec)
+
+    _read(Events(source), write)
+    parsed = Parsed(fmt="miniloom", title=title, records=[], extra={"miniloom": {"focus": focus}})
+    return writer.finish(parsed, check=False)
+
+
+def read_texts(source: IO[bytes]) -> tuple[Skeleton, list[str], dict[int, str], Any]:
+    """The first read: the skeleton (its current node the file's focus), each node's
+    segment (by its number there), the full text of each node that rewrites its
+    parent's, and the focus's id."""
+    skeleton = Skeleton()
+    patches: dict[int, str] = {}
+
+    def sketch(nid: str, n: dict) -> None:
+        rec, kids, patch = _record(nid, n)
+        skeleton.add(nid, rec.parent, kids)
+        patches[skeleton.index[nid]] = patch
+
+    focus = _read(Events(source), sketch)
+    skeleton.check()
+    focus_id = focus.get("id") if isinstance(focus, dict) else focus
+    skeleton.current = skeleton.find(focus_id)
+    texts, rewritten = _rebuild(skeleton, patches)
+    return skeleton, texts, rewritten, focus_id
+
+
+def _rebuild(skeleton: Skeleton, patches: dict[int, str]) -> tuple[list[str], dict[int, str]]:
     dmp = diff_match_patch()
-    records: dict[str, Rec] = {}
-    order: dict[str, list[str]] = {}
-    patches: dict[str, str] = {}
-    for nid, n in store.items():
-        n = as_dict(n, f"node {nid!r}")
-        parent = n.get("parent")
-        kids = n.get("children") or []
-        if not isinstance(kids, list):
-            raise ImportRefused(f"Node {nid!r}: children must be a list.")
-        order[nid] = [str(k) for k in kids]
-        patch = n.get("patch", "")
-        if isinstance(patch, list):  # some versions store patch objects serialised as text lines
-            patch = "".join(str(p) for p in patch)
-        patches[nid] = as_str(patch, f"node {nid!r} patch")
-        is_model = n.get("type") == "gen"
-        records[nid] = Rec(
-            key=nid,
-            parent=None if parent in (None, "") else as_key(parent, f"node {nid!r} parent"),
-            text="",
-            author=Author.MODEL if is_model else Author.HUMAN,
-            source_id=nid,
-            created_at=as_when(n.get("timestamp")),
-            fields={
-                k: v
-                for k, v in {
-                    "checkpoint": str(n.get("model") or "")[:300] if is_model else "",
-                    "finish_reason": str(n.get("finishReason") or "")[:20],
-                }.items()
-                if v
-            },
-            extra={
-                k: n[k]
-                for k in ("type", "summary", "rating", "read", "model", "finishReason")
-                if k in n
-            },
-        )
-    ordered = order_flat(records, order)
+    texts = [""] * len(skeleton.keys)
+    rewritten: dict[int, str] = {}
     path = TextPath()
     rebuilt = 0
-    for rec in ordered:
-        path.cut_to(rec.parent)
-        segment = _appended(dmp, patches[rec.key], path, rec.key)
+    for number in skeleton.preorder():
+        key, parent = skeleton.keys[number], skeleton.parent[number]
+        patch = patches.pop(number)  # each patch is read once: let it go
+        path.cut_to(None if parent < 0 else skeleton.keys[parent])
+        segment = _appended(dmp, patch, path, key)
         if segment is not None:
-            rec.text = segment
-            path.push(rec.key, segment, full=False)
+            texts[number] = segment
+            path.push(key, segment, full=False)
             continue
         base = path.text()
         # Only a patch that rewrites its parent costs the parent's whole text; a
@@ -90,30 +100,80 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
         if rebuilt > MAX_REBUILT_CHARS:
             raise ImportRefused(
                 f"The file's patches rewrite over {MAX_REBUILT_CHARS:,} characters of text "
-                f"(at node {rec.key!r}): too much to rebuild."
+                f"(at node {key!r}): too much to rebuild."
             )
         try:
-            text, ok = dmp.patch_apply(dmp.patch_fromText(patches[rec.key]), base)
+            text, ok = dmp.patch_apply(dmp.patch_fromText(patch), base)
         except ValueError as exc:
-            raise ImportRefused(f"Node {rec.key!r}: its patch cannot be read ({exc}).") from None
+            raise ImportRefused(f"Node {key!r}: its patch cannot be read ({exc}).") from None
         if not all(ok):
-            raise ImportRefused(f"Node {rec.key!r}: its patch does not apply to its parent's text.")
+            raise ImportRefused(f"Node {key!r}: its patch does not apply to its parent's text.")
         if text.startswith(base):
-            rec.text = text[len(base) :]
-            path.push(rec.key, rec.text, full=False)
+            texts[number] = text[len(base) :]
+            path.push(key, texts[number], full=False)
         else:
-            rec.text = text[len(os.path.commonprefix((base, text))) :]
-            rec.extra["full_text"] = text
-            path.push(rec.key, text, full=True)
-    focus = doc.get("focus")
-    focus_id = focus.get("id") if isinstance(focus, dict) else focus
-    return Parsed(
-        fmt="miniloom",
-        title=title,
-        records=single_root(ordered),
-        extra={"miniloom": {"focus": focus_id}},
-        current=str(focus_id) if isinstance(focus_id, str | int) else None,
+            texts[number] = text[len(os.path.commonprefix((base, text))) :]
+            rewritten[number] = text
+            path.push(key, text, full=True)
+    return texts, rewritten
+
+
+def _read(events: Events, on_node: Callable[[str, dict], None]) -> Any:
+    """One read of the file: each node of loomTree.nodeStore to on_node as it comes;
+    returns the focus (everything else in the file is passed by unbuilt)."""
+    focus = None
+    store = False
+    for key in events.keys("The file"):
+        if key == "loomTree":
+            for field in events.keys("loomTree"):
+                if field == "nodeStore":
+                    store = True
+                    for nid in events.keys("loomTree.nodeStore"):
+                        on_node(nid, as_dict(events.value(), f"node {nid!r}"))
+                else:
+                    events.skip()
+        elif key == "focus":
+            focus = events.value()
+        else:
+            events.skip()
+    events.end()
+    if not store:
+        raise ImportRefused("loomTree.nodeStore must be an object, not null.")
+    return focus
+
+
+def _record(nid: str, n: dict) -> tuple[Rec, list[str], str]:
+    """The node's record (its text still to rebuild), its children's ids and its patch."""
+    parent = n.get("parent")
+    kids = n.get("children") or []
+    if not isinstance(kids, list):
+        raise ImportRefused(f"Node {nid!r}: children must be a list.")
+    patch = n.get("patch", "")
+    if isinstance(patch, list):  # some versions store patch objects serialised as text lines
+        patch = "".join(str(p) for p in patch)
+    is_model = n.get("type") == "gen"
+    rec = Rec(
+        key=nid,
+        parent=None if parent in (None, "") else as_key(parent, f"node {nid!r} parent"),
+        text="",
+        author=Author.MODEL if is_model else Author.HUMAN,
+        source_id=nid,
+        created_at=as_when(n.get("timestamp")),
+        fields={
+            k: v
+            for k, v in {
+                "checkpoint": str(n.get("model") or "")[:300] if is_model else "",
+                "finish_reason": str(n.get("finishReason") or "")[:20],
+            }.items()
+            if v
+        },
+        extra={
+            k: n[k]
+            for k in ("type", "summary", "rating", "read", "model", "finishReason")
+            if k in n
+        },
     )
+    return rec, [str(k) for k in kids], as_str(patch, f"node {nid!r} patch")
 
 
 class TextPath:

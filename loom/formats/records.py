@@ -1,9 +1,12 @@
 """What every importer produces and how it is stored: the flat record of a
-node, the checks the parsers share, and TreeWriter, which writes records in
-batches as a file is read (loom.formats.importers)."""
+node, the checks the parsers share, Skeleton (the first of the flat formats' two
+reads) and TreeWriter, which writes records in batches as a file is read
+(loom.formats.importers)."""
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -101,48 +104,99 @@ def as_when(value: Any) -> datetime | None:
     return None
 
 
-def order_flat(
-    records: dict[str, Rec], child_order: dict[str, list[str]] | None = None
-) -> list[Rec]:
-    """Parent-before-child order for records that name their parent, checking
-    that every parent exists and that there is no cycle (iterative DFS)."""
-    kids: dict[str | None, list[str]] = {}
-    for rec in records.values():
-        if rec.parent is not None and rec.parent not in records:
+class Skeleton:
+    """The first read of a flat file (loomsidian, exoloom, MiniLoom), where a node
+    may come before its parent: each node's key, parent and place in its parent's
+    list of children, kept compact — each key once, the rest numbers in arrays, a
+    few dozen bytes a node besides its key. check() refuses a parent not in the file,
+    no root or a cycle, and gives each node its position; the second read of the
+    file then writes each node as it comes (TreeWriter), never holding them all."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}  # key -> its number here
+        self.keys: list[str] = []
+        self.parent = array("q")  # the parent's number; -1: none (a root)
+        self.arrival = array("q")  # numbers of the nodes, in the order they came
+        self.is_node = bytearray()  # 0: only named (as a parent or a child)
+        self.listed_by = array("q")  # the node whose list of children names it, or -1
+        self.rank = array("q")  # its place in that list
+        self.position = array("q")
+        self.roots: list[int] = []
+        self.children: dict[int, list[int]] = {}
+        self.current: int | None = None  # the node to open the tree at (the file says)
+
+    def number(self, key: str) -> int:
+        n = self.index.get(key)
+        if n is None:
+            n = self.index[key] = len(self.keys)
+            self.keys.append(key)
+            self.parent.append(-1)
+            self.is_node.append(0)
+            self.listed_by.append(-1)
+            self.rank.append(-1)
+        return n
+
+    def add(self, key: str, parent: str | None, children: list[str] | None = None) -> None:
+        n = self.number(key)
+        if self.is_node[n]:
+            raise ImportRefused(f"Node id {key!r} appears twice.")
+        self.is_node[n] = 1
+        self.arrival.append(n)
+        check_size(len(self.arrival))
+        self.parent[n] = -1 if parent is None else self.number(parent)
+        for rank, child in enumerate(children or ()):
+            c = self.number(child)
+            self.listed_by[c], self.rank[c] = n, rank
+
+    def check(self) -> None:
+        """Every parent in the file, a root, no cycle; then each node's position: its
+        place in its parent's list of children where that list names it, else after
+        them, in file order."""
+        kids = self.children
+        for n in self.arrival:
+            p = self.parent[n]
+            if p < 0:
+                self.roots.append(n)
+            elif not self.is_node[p]:
+                raise ImportRefused(
+                    f"Node {self.keys[n]!r} names a parent {self.keys[p]!r} that is not in the file."
+                )
+            else:
+                kids.setdefault(p, []).append(n)
+        if not self.roots:
+            raise ImportRefused("The file has no root node (every node has a parent).")
+        self.position = array("q", bytes(8 * len(self.keys)))
+        listed = self.listed_by
+        for p, ks in kids.items():
+            ks.sort(key=lambda k: self.rank[k] if listed[k] == p else len(self.keys))
+        for ks in [self.roots, *kids.values()]:
+            for place, k in enumerate(ks):
+                self.position[k] = place
+        reached = sum(1 for _ in self.preorder())
+        if reached != len(self.arrival):
             raise ImportRefused(
-                f"Node {rec.key!r} names a parent {rec.parent!r} that is not in the file."
+                f"{len(self.arrival) - reached} node(s) are not reachable from a root: "
+                "their parents form a cycle."
             )
-        kids.setdefault(rec.parent, []).append(rec.key)
-    if child_order:
-        for parent, order in child_order.items():
-            if parent in kids:
-                rank = {k: i for i, k in enumerate(order)}
-                kids[parent].sort(key=lambda k: rank.get(k, len(rank)))
-    roots = kids.get(None, [])
-    if not roots:
-        raise ImportRefused("The file has no root node (every node has a parent).")
-    out: list[Rec] = []
-    stack = list(reversed(roots))
-    while stack:
-        key = stack.pop()
-        out.append(records[key])
-        stack.extend(reversed(kids.get(key, [])))
-    if len(out) != len(records):
-        raise ImportRefused(
-            f"{len(records) - len(out)} node(s) are not reachable from a root: their parents form a cycle."
-        )
-    return out
 
+    def preorder(self) -> Iterator[int]:
+        """The nodes parents first, siblings in position order (iterative: any depth)."""
+        stack = list(reversed(self.roots))
+        while stack:
+            n = stack.pop()
+            yield n
+            stack.extend(reversed(self.children.get(n, ())))
 
-def single_root(records: list[Rec]) -> list[Rec]:
-    """Weft trees have one root; several roots go under a new empty one."""
-    roots = [r for r in records if r.parent is None]
-    if len(roots) == 1:
-        return records
-    top = Rec(key="\0root", parent=None, text="")
-    for r in roots:
-        r.parent = top.key
-    return [top, *records]
+    def find(self, key: Any) -> int | None:
+        """The number of the node with this key (a string or a number), if it is one."""
+        number = self.index.get(str(key)) if isinstance(key, str | int) else None
+        return number if number is not None and self.is_node[number] else None
+
+    def forget(self) -> None:
+        """Drop what only the first read needs (keys, lists of children): the second
+        read (PlannedWriter) takes its nodes in the same order, by number."""
+        self.index, self.keys, self.children = {}, [], {}
+        self.is_node, self.listed_by, self.rank = bytearray(), array("q"), array("q")
 
 
 def check_size(n: int) -> None:
@@ -175,28 +229,36 @@ class TreeWriter:
         self.first_root: int | None = None
         self.now = timezone.now()
 
+    def new_id(self) -> int:
+        if not self.free:
+            self.free = _allocate_ids(self.ID_BLOCK)[::-1]
+        return self.free.pop()
+
     def id_for(self, key: str) -> int:
         node_id = self.ids.get(key)
         if node_id is None:
-            if not self.free:
-                self.free = _allocate_ids(self.ID_BLOCK)[::-1]
-            node_id = self.ids[key] = self.free.pop()
+            node_id = self.ids[key] = self.new_id()
         return node_id
 
-    def add(self, rec: Rec) -> None:
+    def place(self, rec: Rec) -> tuple[int, int | None, int]:
+        """The record's (id, parent id, position), kept for the checks at the end."""
         node_id = self.id_for(rec.key)
         if node_id in self.parent_of:
             raise ImportRefused(f"Node id {rec.key!r} appears twice.")
         parent_id = None if rec.parent is None else self.id_for(rec.parent)
         self.parent_of[node_id] = parent_id
         check_size(len(self.parent_of))
-        if parent_id is None and self.first_root is None:
-            self.first_root = node_id
-        fields = dict(rec.fields)
-        position = fields.pop("position", None)
+        position = rec.fields.get("position")
         if position is None:
             position = self.next_position.get(parent_id, 0)
         self.next_position[parent_id] = position + 1
+        return node_id, parent_id, position
+
+    def add(self, rec: Rec) -> None:
+        node_id, parent_id, position = self.place(rec)
+        if parent_id is None and self.first_root is None:
+            self.first_root = node_id
+        fields = {k: v for k, v in rec.fields.items() if k != "position"}
         self.batch.append(
             Node(
                 id=node_id,
@@ -223,7 +285,7 @@ class TreeWriter:
             self.batch = []
 
     def check(self, *, one_root: bool) -> None:
-        """What order_flat checks for a file held in memory: every parent is in
+        """What Skeleton.check does for the flat formats: every parent is in
         the file, there is a root (one, for Weft), and no parents form a cycle."""
         for key, node_id in self.ids.items():
             if node_id not in self.parent_of:
@@ -257,10 +319,54 @@ class TreeWriter:
         tree.title = parsed.title[:200] or "Imported tree"
         tree.settings = parsed.settings
         tree.extra = parsed.extra
-        current = self.ids.get(parsed.current) if parsed.current else None
-        tree.current_id = current if current in self.parent_of else self.first_root
+        tree.current_id = self.current(parsed) or self.first_root
         tree.save(update_fields=["title", "settings", "extra", "current"])
         return tree
+
+    def current(self, parsed: Parsed) -> int | None:
+        current = self.ids.get(parsed.current) if parsed.current else None
+        return current if current in self.parent_of else None
+
+
+class PlannedWriter(TreeWriter):
+    """Writes the second read of a flat file, whose first read made `skeleton`: the
+    k-th node read is the skeleton's k-th, so its id, parent and position come from
+    the skeleton's arrays, and no key is looked up or kept. When the file has
+    several roots, an empty node goes over them (Weft trees have one root)."""
+
+    def __init__(self, owner, skeleton: Skeleton) -> None:
+        super().__init__(owner)
+        self.skeleton = skeleton
+        self.node_ids = array("q", bytes(8 * len(skeleton.parent)))  # 0: none yet
+        self.written = 0
+        self.top: int | None = None
+        if len(skeleton.roots) > 1:
+            self.top = self.first_root = self.new_id()
+            self.batch.append(Node(id=self.top, tree=self.tree, parent_id=None, position=0,
+                                   text="", created_at=self.now))  # fmt: skip
+
+    @property
+    def upcoming(self) -> int:
+        """The skeleton's number of the node the next add() writes."""
+        return self.skeleton.arrival[self.written]
+
+    def _id(self, number: int) -> int:
+        if not self.node_ids[number]:
+            self.node_ids[number] = self.new_id()
+        return self.node_ids[number]
+
+    def place(self, rec: Rec) -> tuple[int, int | None, int]:
+        sk = self.skeleton
+        number = self.upcoming
+        self.written += 1
+        parent = sk.parent[number]
+        return self._id(number), self._id(parent) if parent >= 0 else self.top, sk.position[number]
+
+    def current(self, parsed: Parsed) -> int | None:
+        number = self.skeleton.current
+        if number is None:
+            return None
+        return self.node_ids[number] or None
 
 
 def _allocate_ids(n: int) -> list[int]:
@@ -271,11 +377,3 @@ def _allocate_ids(n: int) -> list[int]:
             [n],
         )
         return [row[0] for row in cur.fetchall()]
-
-
-def write_tree(owner, parsed: Parsed) -> Tree:
-    """A file already read whole and checked (the flat formats), parents first."""
-    writer = TreeWriter(owner)
-    for rec in parsed.records:
-        writer.add(rec)
-    return writer.finish(parsed, check=False)

@@ -84,8 +84,11 @@ def parse_weft(events: Events, writer: TreeWriter) -> Parsed:
     for _event, key in events:
         if _event == "end_map":
             break
-        if key != "nodes":
+        if key in ("format", "version", "tree"):
             doc[key] = events.value()
+            continue
+        if key != "nodes":  # not Weft's: passed by, never built
+            events.skip()
             continue
         doc[key] = True
         events.expect("start_array", "'nodes'")

@@ -78,8 +78,14 @@
   // The beacon may land after the page it left for has come Back (or not land): what
   // it carries is also kept in this tab (sessionStorage, per user) until a save is
   // answered, and a page that loads while it is kept takes it and saves it again.
+  // Saves are numbered (a random id for this page, then 1, 2, …) and the server keeps
+  // the newest: a debounced save still in flight when the beacon leaves with newer
+  // text may be handled last, and must not overwrite it.
   const DRAFT_DELAY = 400;
   const PENDING_FOR_MS = 10 * 60 * 1000; // older: another browser may have saved since
+  const DRAFT_PAGE = Array.from(crypto.getRandomValues(new Uint8Array(12)),
+                                (b) => b.toString(16).padStart(2, "0")).join("");
+  let draftSeq = 0;
   let draftTimer = null;
   let draftDirty = false;
 
@@ -89,6 +95,9 @@
     const body = new FormData(form);
     for (const name of ["preset_name", "prompt_name"]) body.delete(name); // not settings
     if (form.dataset.showGeneration) body.set("show", form.dataset.showGeneration);
+    draftSeq += 1;
+    body.set("draft_page", DRAFT_PAGE);
+    body.set("draft_seq", String(draftSeq));
     return body;
   }
 

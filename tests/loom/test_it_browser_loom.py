@@ -89,7 +89,7 @@ def test_it_grows_edits_and_exports_a_tree(
     page.locator("#gen-settings summary").click()
     page.get_by_label("temperature").fill("200")
     page.get_by_role("button", name="Generate", exact=True).click()
-    expect(page.locator("#loom-gen [role=alert]")).to_contain_text("Nothing was sent")
+    expect(page.locator("#loom-notices [role=alert]")).to_contain_text("Nothing was sent")
     # The message sits next to its field.
     expect(page.locator("#gen-err-temperature")).to_contain_text("less than or equal to 100")
     page.locator("#gen-settings").screenshot(path=tmp_path / "loom-settings-error.png")

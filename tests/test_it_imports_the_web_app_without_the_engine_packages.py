@@ -67,6 +67,8 @@ for package in sys.argv[2].split(","):
     module = importlib.import_module(package)
     count = 0
     for info in pkgutil.walk_packages(module.__path__, package + "."):
+        if info.name.endswith(".__main__"):  # a command line (python -m), not a module
+            continue
         importlib.import_module(info.name)
         count += 1
     print(package, count)

@@ -76,7 +76,7 @@ def test_it_browser_runs_a_20_prompt_batch(
     assert sorted((x["prompt_index"], x["sample_index"]) for x in lines) == [
         (p, s) for p in range(20) for s in range(2)
     ]
-    href = page.get_by_role("link", name="CSV").get_attribute("href")
+    href = page.get_by_role("link", name="CSV", exact=True).get_attribute("href")
     text = page.request.get(f"{batch_stack['url']}{href}").text()
     table_rows = list(csv.DictReader(io.StringIO(text, newline="")))
     assert [(r["prompt_index"], r["sample_index"], r["text"], r["id"]) for r in table_rows] == [

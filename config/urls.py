@@ -7,6 +7,7 @@ from core import views as core_views
 urlpatterns = [
     path("", core_views.home, name="home"),
     path("health", core_views.health, name="health"),
+    path("preferences/plain-view/", core_views.plain_view, name="plain_view"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -45,6 +45,7 @@ class WriteModeForm(forms.Form):
 
 class SearchForm(forms.Form):
     q = forms.CharField(required=False, max_length=QUERY_MAX)
+    whole = forms.BooleanField(required=False)  # whole words only
 
 
 class ExportForm(forms.Form):

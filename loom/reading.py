@@ -170,6 +170,8 @@ def path_context(segments, tree: Tree) -> dict[str, Any]:
         "path_before": path_html(segments[:-1], logprobs, tree.pk, marks),
         "current_html": path_html(segments[-1:], logprobs, tree.pk, marks, current=True),
         "models": list(colours.items()),
+        # No token scale for a path with no token probabilities (human text only).
+        "no_tokens": not logprobs,
     }
 
 

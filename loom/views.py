@@ -9,7 +9,6 @@ from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
 from django.db import transaction
-from django.db.models.functions import Left
 from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -23,6 +22,7 @@ from completions.schema import ParamsInvalid
 from core.shortcuts import int_or_404
 from core.tokens import text_before
 from loom import generation as gen
+from loom import search as finding
 from loom import tree_views
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
@@ -73,21 +73,23 @@ def trees(request):
         return redirect(node_url(tree.current_id, tree))
     search = SearchForm(request.GET)
     q = search.cleaned_data["q"].strip() if search.is_valid() else ""
+    whole = search.is_valid() and search.cleaned_data["whole"]
     hits = []
     if q:
-        hits = (
-            Node.objects.filter(tree__owner=request.user, text__icontains=q)
+        rows = (
+            finding.search(Node.objects.filter(tree__owner=request.user), q, whole=whole)
             .select_related("tree")
-            .annotate(preview=Left("text", 400))
-            .only("id", "tree__id", "tree__title")
-            .order_by("-tree__updated_at", "id")[:50]
+            .only("id", "tags", "tree__id", "tree__title")
+            .order_by("-tree__updated_at", "id")[: finding.LIMIT]
         )
+        hits = finding.hits(rows, q, whole=whole)
     trees = list(Tree.objects.for_user(request.user))
     stats = tree_views.tree_stats([t.pk for t in trees])
     ctx = {
         "trees": [(t, stats.get(t.pk)) for t in trees],
         "q": q,
-        "hits": [(h, snippet(h.preview, q)) for h in hits],
+        "whole": whole,
+        "hits": hits,
         "formats": exporters.FORMATS,
         "search_error": "" if search.is_valid() else first_error(search),
         "max_import_mb": importers.MAX_IMPORT_BYTES // (1024 * 1024),
@@ -95,15 +97,6 @@ def trees(request):
     if request.htmx and (q or ctx["search_error"]):
         return render(request, "loom/trees.html#search-results", ctx)
     return render(request, "loom/trees.html", ctx)
-
-
-def snippet(text: str, q: str, width: int = 60) -> tuple[str, str, str]:
-    """(before, match, after) around the first match, for highlighting in the template."""
-    at = text.lower().find(q.lower())
-    if at < 0:
-        return (text[: width * 2], "", "")
-    start = max(0, at - width)
-    return (text[start:at], text[at : at + len(q)], text[at + len(q) : at + len(q) + width])
 
 
 @require_POST
@@ -186,10 +179,9 @@ def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
     ctx["model_ids"] = [m.id for m in ctx["models"]]
     ctx.update(extra)
     template = "loom/tree.html#reader" if request.htmx else "loom/tree.html"
-    response = render(request, template, ctx, status=status)
-    if request.htmx:
-        response["HX-Push-Url"] = node_url(node, tree)
-    return response
+    # No HX-Push-Url: static/weft/loom.js keeps the address itself (a move pushes one
+    # history entry at once; any other swap replaces the address with the node shown).
+    return render(request, template, ctx, status=status)
 
 
 @require_GET
@@ -214,14 +206,18 @@ def node_path(request, tree_id: int, node_id: int):
     return render(request, "loom/tree.html#path", ctx)
 
 
-def _after(request, tree: Tree, node: Node, error: str = ""):
-    """Show `node` after an operation: the reader fragment for htmx, else a redirect."""
+def _after(request, tree: Tree, node: Node, error: str = "", **notice):
+    """Show `node` after an operation: the reader fragment for htmx, else a redirect.
+    `notice` (and `notice_generate`, a Continue button) say what the operation did."""
     if not request.htmx:
         if error:
             messages.error(request, error)
+        elif notice.get("notice"):
+            messages.info(request, notice["notice"])
         return redirect(node_url(node, tree))
     Tree.objects.filter(pk=tree.pk).update(current=node)
-    return _reader(request, tree, node, status=INVALID if error else 200, error=error)
+    status = INVALID if error else 200
+    return _reader(request, tree, node, status=status, error=error, **notice)
 
 
 @require_POST
@@ -230,6 +226,7 @@ def node_action(request, tree_id: int, node_id: int, action: str):
     node = owned_node(tree, node_id)
     post = request.POST
     focus = node
+    notice: dict = {}
     try:
         if action == "edit":
             focus = node.edit(
@@ -238,8 +235,17 @@ def node_action(request, tree_id: int, node_id: int, action: str):
         elif action == "child":
             focus = node.add_child(_valid(TextForm, post)["text"])
         elif action == "split":
-            tail = node.split(_int(post.get("offset"), "offset"))
-            focus = _focus_below(tree, node, post.get("focus")) or tail
+            offset = _int(post.get("offset"), "offset")
+            tail = node.split(offset)
+            below = _focus_below(tree, node, post.get("focus"))
+            # Below the split node the path reads the same; on it, the text after the
+            # caret would vanish from the reader: show the new child that holds it.
+            focus = below if below is not None and below.pk != node.pk else tail
+            where = ", shown here" if focus.pk == tail.pk else ""
+            notice["notice"] = (
+                f"Split node {node.pk} at character {offset}: the text after the caret "
+                f"is now its child, node {tail.pk}{where}."
+            )
         elif action == "merge":
             focus = node.merge_into_parent()
         elif action == "move":
@@ -261,6 +267,10 @@ def node_action(request, tree_id: int, node_id: int, action: str):
             node.remove_tag(_valid(TagForm, post)["tag"])
         elif action == "alternative":
             focus = _alternative(node, post)
+            notice["notice"] = (
+                f"Node {focus.pk} ends with the alternative you picked; it has no continuation yet."
+            )
+            notice["notice_generate"] = True
         elif action == "expand":
             made = node.expand_alternatives(_int(post.get("index"), "index"))
             focus = Node.objects.get(pk=made[0].parent_id)
@@ -273,7 +283,7 @@ def node_action(request, tree_id: int, node_id: int, action: str):
     except LoomError as exc:
         node.refresh_from_db()
         return _after(request, tree, node, error=str(exc))
-    return _after(request, tree, focus)
+    return _after(request, tree, focus, **notice)
 
 
 def _focus_below(tree: Tree, node: Node, value) -> Node | None:
@@ -317,8 +327,14 @@ def _alternative(node: Node, post) -> Node:
         raise LoomError("The root has no siblings.")
     text = before + token
     parent = Node.objects.get(pk=node.parent_id)
+    # The same model label as the node it branched from (params' short id): one model,
+    # one name and one colour, not the checkpoint beside the short id.
     return parent.add_child(
-        text, author=node.author, checkpoint=node.checkpoint, request_id=node.request_id
+        text,
+        author=node.author,
+        checkpoint=node.checkpoint,
+        request_id=node.request_id,
+        params=node.params,
     )
 
 
@@ -485,15 +501,11 @@ def tree_search(request, tree_id: int):
     tree = owned_tree(request, tree_id)
     search = SearchForm(request.GET)
     q = search.cleaned_data["q"].strip() if search.is_valid() else ""
+    whole = search.is_valid() and search.cleaned_data["whole"]
     hits = []
     if q:
-        rows = (
-            Node.objects.filter(tree=tree, text__icontains=q)
-            .annotate(preview=Left("text", 400))
-            .only("id")
-            .order_by("id")[:50]
-        )
-        hits = [(h, snippet(h.preview, q)) for h in rows]
+        rows = finding.search(Node.objects.filter(tree=tree), q, whole=whole)
+        hits = finding.hits(rows.order_by("id")[: finding.LIMIT], q, whole=whole)
     ctx = {"tree": tree, "q": q, "hits": hits}
     if not search.is_valid():
         ctx["search_error"] = first_error(search)

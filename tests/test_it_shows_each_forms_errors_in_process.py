@@ -122,6 +122,8 @@ NO_ERRORS = {
     "loom:outline_children": "a level that is not a small whole number opens at the first level",
     "batch:detail": "an odd page number shows the nearest page; `failed` is a flag, any value is on",
     "batch:results": "the detail page's table alone: the same page number and flag as batch:detail",
+    "api_key_revoke": "confirm is a flag: without it the page asks first (api/test_it_revokes_a_key.py)",
+    "plain_view": "plain is a flag (any other value is off); next is only followed to this site",
 }
 
 

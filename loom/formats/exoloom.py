@@ -53,7 +53,8 @@ def parse_exoloom(doc: dict, title: str) -> Parsed:
         raise ImportRefused(f"tree.rootNodeId {root!r} is not among the nodes.")
     return Parsed(
         fmt="exoloom",
-        title=as_str(tree.get("title") or title, "tree.title"),
+        title=as_str(tree.get("title") or "", "tree.title"),
+        fallback=title,
         records=single_root(order_flat(records, order)),
         extra={
             "exoloom": {"version": doc.get("version"), "schemaVersion": doc.get("schemaVersion")}

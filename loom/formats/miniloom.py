@@ -109,7 +109,8 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
     focus_id = focus.get("id") if isinstance(focus, dict) else focus
     return Parsed(
         fmt="miniloom",
-        title=title,
+        title="",  # nor do MiniLoom's: the first text names it
+        fallback=title,
         records=single_root(ordered),
         extra={"miniloom": {"focus": focus_id}},
         current=str(focus_id) if isinstance(focus_id, str | int) else None,

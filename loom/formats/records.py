@@ -41,11 +41,12 @@ class Rec:
 @dataclass
 class Parsed:
     fmt: str
-    title: str
+    title: str  # the file's own title; "" when it has none (the first text is used)
     records: list[Rec]
     settings: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     current: str | None = None
+    fallback: str = ""  # the title when the tree has no text at all (the file name)
 
 
 # --- checks shared by the parsers -------------------------------------------------------
@@ -173,6 +174,8 @@ class TreeWriter:
         self.batch: list[Node] = []
         self.free: list[int] = []
         self.first_root: int | None = None
+        # The first text in the tree's order (ids are taken in preorder), for a title.
+        self.first_text: tuple[int, str] | None = None
         self.now = timezone.now()
 
     def id_for(self, key: str) -> int:
@@ -192,6 +195,8 @@ class TreeWriter:
         check_size(len(self.parent_of))
         if parent_id is None and self.first_root is None:
             self.first_root = node_id
+        if rec.text.strip() and (self.first_text is None or node_id < self.first_text[0]):
+            self.first_text = (node_id, rec.text[:400])
         fields = dict(rec.fields)
         position = fields.pop("position", None)
         if position is None:
@@ -254,13 +259,25 @@ class TreeWriter:
         if check:
             self.check(one_root=one_root)
         tree = self.tree
-        tree.title = parsed.title[:200] or "Imported tree"
+        tree.title = title_for(parsed, self.first_text[1] if self.first_text else "")
         tree.settings = parsed.settings
         tree.extra = parsed.extra
         current = self.ids.get(parsed.current) if parsed.current else None
         tree.current_id = current if current in self.parent_of else self.first_root
         tree.save(update_fields=["title", "settings", "extra", "current"])
         return tree
+
+
+def title_for(parsed: Parsed, first_text: str) -> str:
+    """The file's own title, else the first words of its first text (the root's, or
+    the first below an empty root), else the file name: not seven rows named after
+    near-identical file names."""
+    if parsed.title.strip():
+        return parsed.title.strip()[:200]
+    if first_text.strip():
+        words = " ".join(first_text.split())
+        return (words[:60] + "…") if len(words) > 60 else words
+    return parsed.fallback[:200] or "Imported tree"
 
 
 def _allocate_ids(n: int) -> list[int]:

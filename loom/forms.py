@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django import forms
 
-from loom.models import TAG_MAX, WriteMode
+from loom.models import TAG_MAX, ChildOrder, WriteMode
 
 TITLE_MAX = 200  # Tree.title's column
 QUERY_MAX = 500
@@ -41,6 +41,11 @@ class TagForm(forms.Form):
 
 class WriteModeForm(forms.Form):
     mode = forms.ChoiceField(choices=WriteMode.choices)
+
+
+class ChildOrderForm(forms.Form):
+    order = forms.ChoiceField(choices=ChildOrder.choices)
+    hide_down = forms.BooleanField(required=False)
 
 
 class SearchForm(forms.Form):

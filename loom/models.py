@@ -35,6 +35,21 @@ class Author(models.TextChoices):
     MODEL = "model", "model"
 
 
+class ChildOrder(models.TextChoices):
+    """How the reader lists a node's children (the tree's setting, remembered)."""
+
+    POSITION = "position", "as placed"
+    RATING = "rating", "rating"
+    LOGPROB = "logprob", "mean logprob"
+    MODEL = "model", "model"
+    NEWEST = "newest", "newest first"
+
+
+class Rating(models.IntegerChoices):
+    UP = 1, "thumbs up"
+    DOWN = -1, "thumbs down"
+
+
 class WriteMode(models.TextChoices):
     """What typing inside a segment of the document does (the tree's setting)."""
 
@@ -96,6 +111,11 @@ class Tree(models.Model):
     )
     # {model label: colour index}, assigned once per tree so a model keeps its colour.
     model_colours = models.JSONField(default=dict, blank=True)
+    # How the reader lists children, and whether thumbs-down children are left out.
+    child_order = models.CharField(
+        max_length=10, choices=ChildOrder.choices, default=ChildOrder.POSITION
+    )
+    hide_down = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -321,6 +341,7 @@ class Node(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     visited_at = models.DateTimeField(null=True, blank=True)
     bookmarked = models.BooleanField(default=False)
+    rating = models.SmallIntegerField(choices=Rating.choices, null=True, blank=True)
     tags = models.JSONField(default=list, blank=True)
     archived = models.BooleanField(default=False)
     # The node's id in the file it was imported from (pyloom uuid, …), reused on export.
@@ -573,6 +594,20 @@ class Node(models.Model):
             {"node": self.pk, "value": not self.bookmarked},
         )
         return self.bookmarked
+
+    @transaction.atomic
+    def rate(self, value: int | None) -> int | None:
+        """Thumbs up (1), down (-1) or neither (None); one undo step."""
+        if value not in (None, *Rating.values):
+            raise LoomError("A rating is thumbs up or thumbs down.")
+        if value == self.rating:
+            return value
+        old = self.rating
+        self.rating = value
+        self.save(update_fields=["rating"])
+        label = {1: "rate thumbs up", -1: "rate thumbs down", None: "clear a rating"}[value]
+        self.tree.log("rate", label, {"node": self.pk, "value": old})
+        return value
 
     @transaction.atomic
     def toggle_archive(self) -> bool:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from django.db.models import Q
-from django.db.models.functions import Left
+from django.db.models import F, Q
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce, Left
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
@@ -16,7 +18,7 @@ from core.tokens import LEGEND, chips_for, chips_html
 from loom import sql
 from loom.formats import exporters
 from loom.generation import PARAM_FIELDS, effective_settings, materialize_finished, running_for
-from loom.models import Author, Node, Tree
+from loom.models import Author, ChildOrder, Node, Rating, Tree
 
 PREVIEW = 200
 OUTLINE_ANCESTORS = 12
@@ -26,11 +28,40 @@ NEIGHBOURS = 200  # children/siblings listed; the rest are counted
 PATH_WINDOW = 1000
 
 
+# A node's mean logprob over its sampled tokens (what "best" means for ordering and
+# for an expansion's pruning); NULL without token logprobs. -9999 is vLLM's -inf.
+MEAN_LOGPROB_SQL = """(SELECT avg(e::float8) FROM jsonb_array_elements(
+    CASE WHEN jsonb_typeof(loom_node.logprobs -> 'token_logprobs') = 'array'
+    THEN loom_node.logprobs -> 'token_logprobs' ELSE '[]'::jsonb END) AS e
+    WHERE jsonb_typeof(e) = 'number' AND e::float8 > -9999)"""
+
+
 def _light(qs):
-    return qs.annotate(preview=Left("text", PREVIEW)).only(
+    return qs.annotate(
+        preview=Left("text", PREVIEW), mean_logprob=RawSQL(MEAN_LOGPROB_SQL, [])
+    ).only(
         "id", "parent_id", "author", "bookmarked", "archived", "visited_at", "position",
-        "checkpoint", "params",
+        "checkpoint", "params", "rating", "created_at",
     )  # fmt: skip
+
+
+def in_tree_order(tree: Tree, qs, *, keep: int | None = None):
+    """A node's children (or siblings) in the order the tree's reader lists them, the
+    thumbs-down ones left out when the tree hides them (`keep`, the node being read,
+    stays listed)."""
+    if tree.hide_down:
+        qs = qs.exclude(Q(rating=Rating.DOWN) & ~Q(pk=keep))
+    order = tree.child_order
+    if order == ChildOrder.RATING:
+        return qs.order_by(Coalesce("rating", 0).desc(), "position", "id")
+    if order == ChildOrder.LOGPROB:
+        return qs.order_by(F("mean_logprob").desc(nulls_last=True), "position", "id")
+    if order == ChildOrder.MODEL:
+        label = Coalesce(KeyTextTransform("model", "params"), "checkpoint")
+        return qs.order_by(F("author").desc(), label, "position", "id")
+    if order == ChildOrder.NEWEST:
+        return qs.order_by("-created_at", "-id")
+    return qs.order_by("position", "id")
 
 
 def hoisted_path(tree: Tree, node: Node, segments: list) -> tuple[list, bool]:
@@ -76,7 +107,7 @@ def reader_context(
     live = [] if children_only else list(running_for(node).order_by("id"))
     materialize_finished(node)
     kids = node.children() if show_archived else node.children().filter(archived=False)
-    children = list(_light(kids)[: NEIGHBOURS + 1])
+    children = list(in_tree_order(tree, _light(kids))[: NEIGHBOURS + 1])
     colour_children(tree, children)
     ctx: dict[str, Any] = {
         "tree": tree,
@@ -98,7 +129,9 @@ def reader_context(
     sibs = node.siblings()
     if not show_archived:
         sibs = sibs.filter(Q(archived=False) | Q(pk=node.pk))  # the current node stays listed
-    siblings = list(_light(sibs)[: NEIGHBOURS + 1]) if node.parent_id else [node]
+    # Siblings in the children's order, so ↑ ↓ step through the list as it is shown.
+    ordered = in_tree_order(tree, _light(sibs), keep=node.pk)
+    siblings = list(ordered[: NEIGHBOURS + 1]) if node.parent_id else [node]
     ids = [s.id for s in siblings]
     at = ids.index(node.pk) if node.pk in ids else -1
     visited = [c for c in children if c.visited_at]
@@ -129,6 +162,12 @@ def reader_context(
             "live": live_generations(tree, live),
             "last_redo": tree.redo_log.order_by("-id").values_list("label", flat=True).first(),
             "archived_count": archived_count(node),
+            "child_orders": ChildOrder.choices,
+            "hidden_down": (
+                Node.objects.filter(parent_id=node.pk, rating=Rating.DOWN).count()
+                if tree.hide_down
+                else 0
+            ),
             "token_legend": LEGEND,
             "last_undo": tree.undo_log.order_by("-id").values_list("label", flat=True).first(),
             "settings": (settings := effective_settings(tree)),

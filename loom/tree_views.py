@@ -39,6 +39,7 @@ class Item:
     archived: bool
     has_kids: bool
     level: int = 1
+    rating: int | None = None
     on_path: bool = False
     current: bool = False
     children: list[Item] = field(default_factory=list)
@@ -56,9 +57,9 @@ class Item:
 # at 100,000); these cost the rows shown.
 CHILDREN_SQL = f"""
     SELECT c.id, c.parent_id, c.author, c.bookmarked, c.archived, left(c.text, %s),
-        g.one IS NOT NULL
+        g.one IS NOT NULL, c.rating
     FROM unnest(%s::bigint[]) AS p(id), LATERAL (
-        SELECT id, parent_id, author, bookmarked, archived, text FROM {NODE_TABLE}
+        SELECT id, parent_id, author, bookmarked, archived, text, rating FROM {NODE_TABLE}
         WHERE parent_id = p.id AND (%s OR NOT archived OR id = ANY(%s::bigint[]))
         ORDER BY position, id LIMIT %s
     ) c
@@ -77,6 +78,7 @@ class Row:
     archived: bool
     label: str
     has_kids: bool
+    rating: int | None = None
 
 
 def _children_of(parent_ids: list[int], show_archived: bool, keep: set[int]) -> list[Row]:
@@ -99,6 +101,7 @@ def _item(n: Any, level: int) -> Item:
         archived=n.archived,
         has_kids=n.has_kids,
         level=level,
+        rating=n.rating,
     )
 
 

@@ -28,6 +28,7 @@ urlpatterns = [
         views.bookmark_step,
         name="bookmark_step",
     ),
+    path("<int:tree_id>/n/<int:node_id>/order/", views.child_order, name="child_order"),
     path(
         "<int:tree_id>/n/<int:node_id>/show-archived/",
         views.show_archived,

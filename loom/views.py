@@ -27,6 +27,7 @@ from loom import tree_views
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
 from loom.forms import (
+    ChildOrderForm,
     ExportForm,
     NewTreeForm,
     SearchForm,
@@ -36,7 +37,7 @@ from loom.forms import (
     WriteModeForm,
     first_error,
 )
-from loom.models import LoomError, Node, Tree, WriteMode
+from loom.models import LoomError, Node, Rating, Tree, WriteMode
 from loom.reading import hoisted_path, live_generations, path_context, reader_context
 from loom.undo import redo_last, undo_last
 
@@ -261,6 +262,14 @@ def node_action(request, tree_id: int, node_id: int, action: str):
             node.toggle_bookmark()
         elif action == "archive":
             node.toggle_archive()
+        elif action == "rate":
+            # up / down toggle (pressed again, the rating is cleared); "none" clears it.
+            wanted = {"up": Rating.UP, "down": Rating.DOWN, "none": None}.get(
+                post.get("value", ""), 0
+            )
+            if wanted == 0:
+                raise LoomError("Rate a node up, down or none.")
+            node.rate(None if wanted == node.rating else wanted)
         elif action == "tag":
             node.add_tag(_valid(TagForm, post)["tag"])
         elif action == "untag":
@@ -485,6 +494,21 @@ def bookmark_step(request, tree_id: int, node_id: int, direction: str):
     if target_id is None:
         return _after(request, tree, node, error="This tree has no bookmarks.")
     return _after(request, tree, owned_node(tree, target_id))
+
+
+@require_POST
+def child_order(request, tree_id: int, node_id: int):
+    """How the reader lists children (and whether thumbs-down ones are hidden): the
+    tree's own setting, remembered."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    form = ChildOrderForm(request.POST)
+    if not form.is_valid():
+        return _after(request, tree, node, error=f"Not changed: {first_error(form)}")
+    tree.child_order = form.cleaned_data["order"]
+    tree.hide_down = form.cleaned_data["hide_down"]
+    tree.save(update_fields=["child_order", "hide_down", "updated_at"])
+    return _after(request, tree, node)
 
 
 @require_POST

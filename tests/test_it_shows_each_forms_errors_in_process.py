@@ -97,6 +97,18 @@ CASES: list[tuple[str, dict, dict, str]] = [
         {"append": ""},
         "Nothing changed in the text.",
     ),
+    (
+        "loom:child_order",
+        {"tree_id": None, "node_id": None},
+        {"order": "alphabet"},
+        "Not changed: order: Select a valid choice",
+    ),
+    (
+        "loom:action",
+        {"tree_id": None, "node_id": None, "action": "rate"},
+        {"value": "sideways"},
+        "Rate a node up, down or none.",
+    ),
     ("batch:new", {}, {"format": "auto", "title": "t"}, "Choose a file of prompts"),
     ("batch:new", {}, {"temperature": "abc"}, "'abc' is not a number"),
 ]

@@ -118,8 +118,8 @@ PARAMS = ["model", "prompt", "max_tokens", "n", "temperature", "top_p", "top_k",
 LOOM_GEN = ["n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "logprobs",
             "model", "models", "stop_1", "stop_2", "save_defaults"]  # fmt: skip
 ACTIONS = ["edit", "child", "split", "merge", "move", "delete", "bookmark", "archive", "tag",
-           "untag", "alternative", "expand", "hoist", "unhoist"]  # fmt: skip
-NODE_FIELDS = ["text", "as_sibling", "offset", "focus", "target", "tag", "index", "token"]
+           "untag", "alternative", "expand", "hoist", "unhoist", "rate"]  # fmt: skip
+NODE_FIELDS = ["text", "as_sibling", "offset", "focus", "target", "tag", "index", "token", "value"]
 FILTERS = ["q", "model", "since", "until", "page"]
 
 # url name -> (method, fields it reads). "FILE" marks the upload field.
@@ -187,6 +187,7 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:graph_data": ("GET", []),
     "loom:bookmark_step": ("GET", []),
     "loom:show_archived": ("POST", []),
+    "loom:child_order": ("POST", ["order", "hide_down"]),
     "loom:action": ("POST", NODE_FIELDS),
     "api_keys": ("POST", ["name"]),
     "batch:list": ("GET", []),

@@ -102,13 +102,13 @@ def snapshot(user) -> str:
         list(
             Tree.objects.filter(owner=user)
             .order_by("pk")
-            .values_list("pk", "title", "hoisted_id", "write_mode")
+            .values_list("pk", "title", "hoisted_id", "write_mode", "child_order", "hide_down")
         ),
         list(RedoEntry.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "label")),
         list(
             Node.objects.filter(tree__owner=user)
             .order_by("pk")
-            .values_list("pk", "parent_id", "text", "tags", "bookmarked", "archived")
+            .values_list("pk", "parent_id", "text", "tags", "bookmarked", "archived", "rating")
         ),
         list(Run.objects.filter(owner=user).order_by("pk").values_list("pk", "title", "note")),
         list(Sample.objects.filter(run__owner=user).order_by("pk").values_list("pk", "text")),

@@ -64,14 +64,14 @@ def parse_miniloom(doc: dict, title: str) -> Parsed:
                 for k, v in {
                     "checkpoint": str(n.get("model") or "")[:300] if is_model else "",
                     "finish_reason": str(n.get("finishReason") or "")[:20],
+                    # MiniLoom's thumbs (true up, false down) are Weft's rating.
+                    "rating": {True: 1, False: -1}.get(n["rating"])
+                    if isinstance(n.get("rating"), bool)
+                    else None,
                 }.items()
                 if v
             },
-            extra={
-                k: n[k]
-                for k in ("type", "summary", "rating", "read", "model", "finishReason")
-                if k in n
-            },
+            extra={k: n[k] for k in ("type", "summary", "read", "model", "finishReason") if k in n},
         )
     ordered = order_flat(records, order)
     path = TextPath()

@@ -28,6 +28,7 @@ _WEFT_FIELDS: dict[str, tuple[type, int | None, int | None]] = {
     "params": (dict, None, None),
     "seed": (int, -(2**63), 2**63 - 1),
     "logprobs": (dict, None, None),
+    "rating": (int, -1, 1),
 }
 
 
@@ -37,6 +38,8 @@ def _weft_field(key: str, name: str, value: Any) -> Any:
         raise ImportRefused(f"Node {key!r}: {name} must be {_KIND_NAMES[kind]}.")
     if kind is int and not low <= value <= high:
         raise ImportRefused(f"Node {key!r}: {name} must be between {low:,} and {high:,}.")
+    if name == "rating" and value == 0:
+        return None  # no rating
     if kind is str and len(value) > high:
         raise ImportRefused(f"Node {key!r}: {name} is longer than {high} characters.")
     if name == "logprobs":

@@ -218,6 +218,8 @@
     d: () => { stepping = true; swapReader("GET", reader().dataset.bookmarkUrl.replace("DIR", "next")); },
     a: () => { stepping = true; swapReader("GET", reader().dataset.bookmarkUrl.replace("DIR", "prev")); },
     m: () => { if (reader().dataset.parent) act("merge"); },
+    "+": () => act("rate", { value: "up" }),
+    "-": () => act("rate", { value: "down" }),
     "/": () => { const q = document.getElementById("tree-q"); if (q) q.focus(); },
     "?": () => {
       const d = document.getElementById("key-help");

@@ -1,3 +1,4 @@
+import re
 import pytest
 
 from completions import budget
@@ -22,7 +23,8 @@ def test_it_shows_budget_used_reserved_remaining_and_days(client, make_user, bud
     assert 'id="usage-used">1,234<' in page  # thousands separated
     assert 'id="usage-reserved">300<' in page
     assert 'id="usage-remaining">48,466<' in page
-    assert f"<td>{month:%Y-%m-%d}</td><td>3</td><td>1,000</td><td>234</td><td>1,234</td>" in page
+    row = re.sub(r">\s+<", "><", page)
+    assert f"<td>{month:%Y-%m-%d}</td><td>3</td><td>1,000</td><td>234</td><td>1,234</td>" in row
     assert "<nav" in page  # the real layout, not a placeholder
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from django import forms
 
-from loom.models import TAG_MAX, ChildOrder, WriteMode
+from loom.context import MAX_DEPTH
+from loom.models import TAG_MAX, ChildOrder, NoteUnit, WriteMode
 
 TITLE_MAX = 200  # Tree.title's column
 QUERY_MAX = 500
@@ -41,6 +42,15 @@ class TagForm(forms.Form):
 
 class WriteModeForm(forms.Form):
     mode = forms.ChoiceField(choices=WriteMode.choices)
+
+
+class ContextForm(forms.Form):
+    """The tree's memory and author's note (loom/context.py)."""
+
+    memory = forms.CharField(required=False, strip=False, max_length=20_000)
+    note = forms.CharField(required=False, strip=False, max_length=5_000)
+    note_depth = forms.IntegerField(min_value=0, max_value=MAX_DEPTH)
+    note_unit = forms.ChoiceField(choices=NoteUnit.choices)
 
 
 class ChildOrderForm(forms.Form):

@@ -50,6 +50,13 @@ class Rating(models.IntegerChoices):
     DOWN = -1, "thumbs down"
 
 
+class NoteUnit(models.TextChoices):
+    """How the author's note's distance from the end of the path is counted."""
+
+    NEWLINES = "newlines", "newlines"
+    TOKENS = "tokens", "tokens"
+
+
 class WriteMode(models.TextChoices):
     """What typing inside a segment of the document does (the tree's setting)."""
 
@@ -116,6 +123,12 @@ class Tree(models.Model):
         max_length=10, choices=ChildOrder.choices, default=ChildOrder.POSITION
     )
     hide_down = models.BooleanField(default=False)
+    # Memory: text put before every generation's prompt; the author's note: text put
+    # `note_depth` newlines (or tokens) before the end of the path (loom/context.py).
+    memory = models.TextField(blank=True)
+    note = models.TextField(blank=True)
+    note_depth = models.PositiveIntegerField(default=3)
+    note_unit = models.CharField(max_length=8, choices=NoteUnit.choices, default=NoteUnit.NEWLINES)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -151,6 +164,12 @@ class Tree(models.Model):
             title=title or f"{self.title} (copy)",
             settings=self.settings,
             extra=self.extra,
+            memory=self.memory,
+            note=self.note,
+            note_depth=self.note_depth,
+            note_unit=self.note_unit,
+            child_order=self.child_order,
+            hide_down=self.hide_down,
         )
         columns = [c for c in _copy_columns() if c not in ("id", "tree_id", "parent_id")]
         cols = ", ".join(columns)
@@ -348,6 +367,9 @@ class Node(models.Model):
     source_id = models.CharField(max_length=100, blank=True)
     # Keys of an imported node that Weft does not use, written back on export.
     extra = models.JSONField(default=dict, blank=True)
+    # The memory and author's note its generation used ({memory, note, depth, unit}), so
+    # what was sent can be told (and sent again) exactly; null for none.
+    prompt_context = models.JSONField(null=True, blank=True)
 
     objects = NodeQuerySet.as_manager()
 
@@ -467,6 +489,7 @@ class Node(models.Model):
             seed=self.seed,
             finish_reason=self.finish_reason,
             logprobs=tail_lp,
+            prompt_context=self.prompt_context,
         )
         Node.objects.filter(id__in=kid_ids).update(parent=tail)
         self.text = old_text[:offset]
@@ -520,6 +543,7 @@ class Node(models.Model):
                         checkpoint=self.checkpoint,
                         request_id=self.request_id,
                         params=self.params,
+                        prompt_context=self.prompt_context,
                         logprobs=one,
                     )
                 )

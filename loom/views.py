@@ -15,8 +15,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from completions.budget import BudgetRefused
-from completions.client import list_models
+from completions.client import count_tokens, list_models
 from completions.errors import BackendError
+from completions.forms import lookup_model
 from completions.models import Generation
 from completions.schema import ParamsInvalid
 from core.shortcuts import int_or_404
@@ -24,10 +25,12 @@ from core.tokens import text_before
 from loom import generation as gen
 from loom import search as finding
 from loom import tree_views
+from loom.context import Context
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
 from loom.forms import (
     ChildOrderForm,
+    ContextForm,
     ExportForm,
     NewTreeForm,
     SearchForm,
@@ -40,6 +43,7 @@ from loom.forms import (
 from loom.models import LoomError, Node, Rating, Tree, WriteMode
 from loom.reading import hoisted_path, live_generations, path_context, reader_context
 from loom.undo import redo_last, undo_last
+from workbench import code as wb_code
 
 # Refusals render a fragment that says why; loom pages tell htmx to swap 422s
 # (its default leaves 4xx responses unswapped, so the message would never show).
@@ -344,6 +348,7 @@ def _alternative(node: Node, post) -> Node:
         checkpoint=node.checkpoint,
         request_id=node.request_id,
         params=node.params,
+        prompt_context=node.prompt_context,
     )
 
 
@@ -471,6 +476,7 @@ def write(request, tree_id: int, node_id: int):
                 if append:
                     focus = focus.add_child(append)
             if bodies:
+                _save_context(tree, post)
                 gen.start_many(request.user, tree, focus, bodies)
     except gen.FormInvalid as exc:
         return _notice(request, tree, error="Nothing was saved or sent.", errors=exc.errors)
@@ -494,6 +500,86 @@ def bookmark_step(request, tree_id: int, node_id: int, direction: str):
     if target_id is None:
         return _after(request, tree, node, error="This tree has no bookmarks.")
     return _after(request, tree, owned_node(tree, target_id))
+
+
+CONTEXT_FIELDS = ("memory", "note", "note_depth", "note_unit")
+
+
+def _posted_context(tree: Tree, post) -> Context:
+    """The memory and author's note as the page holds them when it sent them (the
+    generate form includes them: a change saved on its own might not have landed yet
+    when Generate is pressed), else the tree's. Raises LoomError when not valid."""
+    if "memory" not in post:
+        return Context.of(tree)
+    data = _valid(ContextForm, post)
+    return Context(data["memory"], data["note"], data["note_depth"], data["note_unit"])
+
+
+def _save_context(tree: Tree, post) -> None:
+    """Keep the posted memory and note on the tree (inside the caller's transaction:
+    a refused generation keeps nothing)."""
+    context = _posted_context(tree, post)
+    values = dict(zip(CONTEXT_FIELDS, (context.memory, context.note, context.depth,
+                                       context.unit), strict=True))  # fmt: skip
+    if any(getattr(tree, name) != value for name, value in values.items()):
+        for name, value in values.items():
+            setattr(tree, name, value)
+        tree.save(update_fields=[*CONTEXT_FIELDS, "updated_at"])
+
+
+@require_POST
+def tree_context(request, tree_id: int):
+    """Save the tree's memory and author's note (the page saves them as they change)."""
+    tree = owned_tree(request, tree_id)
+    try:
+        _save_context(tree, request.POST)
+    except LoomError as exc:
+        return _notice(request, tree, error=f"Not saved: {exc}")
+    unit = "newline" if tree.note_unit == "newlines" else "token"
+    where = f"{tree.note_depth} {unit}{'s' if tree.note_depth != 1 else ''} before the end"
+    notice = (
+        f"Saved: every generation's prompt now starts with the memory ({len(tree.memory):,} "
+        f"characters) and has the author's note {where}."
+        if tree.memory or tree.note
+        else "Saved: no memory and no author's note."
+    )
+    return _notice(request, tree, notice=notice)
+
+
+@require_POST
+def code(request, tree_id: int, node_id: int):
+    """View code: the exact request a generation from this node would send now, the
+    memory and author's note in its prompt, and that prompt's token count."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    ctx: dict = {"tree": tree, "node": node}
+    try:
+        context = _posted_context(tree, request.POST)
+        bodies = gen.params_for_models(tree, request.POST)
+        path = node.full_text()
+        body = gen.request_for(path, context, bodies[0])
+        model = lookup_model(body.get("model") or "")
+        body.setdefault("model", model.id if model else None)
+    except gen.FormInvalid as exc:
+        ctx["errors"] = exc.errors
+    except LoomError as exc:
+        ctx["errors"] = [str(exc)]
+    except BackendError as exc:
+        ctx["errors"] = [f"The backend could not place the note: {exc}"]
+    else:
+        api = request.build_absolute_uri("/v1")
+        counts = count_tokens(body["model"], [body["prompt"], path]) if body["model"] else None
+        ctx.update(
+            prompt=body["prompt"],
+            curl=wb_code.as_curl(body, api),
+            python=wb_code.as_python(body, api),
+            prompt_tokens=counts[0] if counts else None,
+            path_tokens=counts[1] if counts else None,
+            several=len(bodies) > 1,
+            context=context,
+            seed_drawn=body.get("seed") is None,
+        )
+    return render(request, "loom/tree.html#code", ctx, status=INVALID if "errors" in ctx else 200)
 
 
 @require_POST
@@ -590,10 +676,12 @@ def generate(request, tree_id: int, node_id: int):
     ctx = {"tree": tree, "node": node}
     try:
         bodies = gen.params_for_models(tree, request.POST)
-        if request.POST.get("save_defaults"):
-            tree.settings = {k: v for k, v in bodies[0].items() if k != "prompt"}
-            tree.save(update_fields=["settings", "updated_at"])
-        generations = gen.start_many(request.user, tree, node, bodies)
+        with transaction.atomic():  # a refusal keeps neither the defaults nor the memory
+            _save_context(tree, request.POST)
+            if request.POST.get("save_defaults"):
+                tree.settings = {k: v for k, v in bodies[0].items() if k != "prompt"}
+                tree.save(update_fields=["settings", "updated_at"])
+            generations = gen.start_many(request.user, tree, node, bodies)
     except gen.FormInvalid as exc:
         ctx["errors"] = [m for f, m in exc.field_errors if f not in gen.FORM_SLOTS]
         ctx["field_errors"] = gen.error_slots(exc)
@@ -603,6 +691,8 @@ def generate(request, tree_id: int, node_id: int):
         ctx["errors"] = [f"{e.field}: {e.message}" for e in exc.errors]
     except BudgetRefused as exc:
         ctx["errors"] = [exc.message]
+        if not Context.of(tree).empty:
+            ctx["errors"].append("That counts the prompt with the memory and author's note.")
     except BackendError as exc:
         ctx["errors"] = [f"The backend refused: {exc}"]
     else:

@@ -98,6 +98,18 @@ CASES: list[tuple[str, dict, dict, str]] = [
         "Nothing changed in the text.",
     ),
     (
+        "loom:context",
+        {"tree_id": None},
+        {"memory": "M", "note": "N", "note_depth": "-1", "note_unit": "newlines"},
+        "Not saved: note_depth: Ensure this value is greater than or equal to 0.",
+    ),
+    (
+        "loom:code",
+        {"tree_id": None, "node_id": None},
+        {"temperature": "abc"},
+        "'abc' is not a number",
+    ),
+    (
         "loom:child_order",
         {"tree_id": None, "node_id": None},
         {"order": "alphabet"},

@@ -102,7 +102,18 @@ def snapshot(user) -> str:
         list(
             Tree.objects.filter(owner=user)
             .order_by("pk")
-            .values_list("pk", "title", "hoisted_id", "write_mode", "child_order", "hide_down")
+            .values_list(
+                "pk",
+                "title",
+                "hoisted_id",
+                "write_mode",
+                "child_order",
+                "hide_down",
+                "memory",
+                "note",
+                "note_depth",
+                "note_unit",
+            )
         ),
         list(RedoEntry.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "label")),
         list(

@@ -37,7 +37,8 @@ _WEFT_RECORD = """json_build_object(
     'checkpoint', checkpoint, 'request_id', request_id, 'params', params, 'seed', seed,
     'finish_reason', finish_reason, 'logprobs', logprobs, 'created_at', created_at,
     'visited_at', visited_at, 'bookmarked', bookmarked, 'tags', tags, 'archived', archived,
-    'rating', rating, 'source_id', source_id, 'extra', extra)::text"""
+    'rating', rating, 'prompt_context', prompt_context, 'source_id', source_id,
+    'extra', extra)::text"""
 
 
 def weft_json(tree: Tree) -> Iterator[str]:
@@ -50,6 +51,12 @@ def weft_json(tree: Tree) -> Iterator[str]:
             "extra": tree.extra,
             "created_at": tree.created_at.isoformat(),
             "current": tree.current_id,
+            "memory": tree.memory,
+            "note": tree.note,
+            "note_depth": tree.note_depth,
+            "note_unit": tree.note_unit,
+            "child_order": tree.child_order,
+            "hide_down": tree.hide_down,
         },
     }
     yield _dump(head)[:-1] + ',"nodes":[\n'

@@ -47,6 +47,7 @@ class Parsed:
     extra: dict = field(default_factory=dict)
     current: str | None = None
     fallback: str = ""  # the title when the tree has no text at all (the file name)
+    tree_fields: dict = field(default_factory=dict)  # other Tree columns (Weft JSON)
 
 
 # --- checks shared by the parsers -------------------------------------------------------
@@ -264,7 +265,9 @@ class TreeWriter:
         tree.extra = parsed.extra
         current = self.ids.get(parsed.current) if parsed.current else None
         tree.current_id = current if current in self.parent_of else self.first_root
-        tree.save(update_fields=["title", "settings", "extra", "current"])
+        for name, value in parsed.tree_fields.items():
+            setattr(tree, name, value)
+        tree.save(update_fields=["title", "settings", "extra", "current", *parsed.tree_fields])
         return tree
 
 

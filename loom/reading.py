@@ -248,3 +248,24 @@ def path_html(
             f"{chips_html(chips)}</span>"
         )
     return SafeString("".join(parts))
+
+
+def prose_html(segments, tree: Tree) -> tuple[SafeString, list[tuple[str, int]]]:
+    """The path as plain prose for read mode: each segment a span (its model's colour
+    class on model-written ones, shown only when asked), every text escaped here; and
+    the models as (label, colour index) for the legend."""
+    model_ids = [s.id for s in segments if s.author == "model"]
+    rows = (
+        Node.objects.filter(pk__in=model_ids).values_list("id", "params__model", "checkpoint")
+        if model_ids
+        else []
+    )
+    labels = {node_id: str(model or checkpoint or "") for node_id, model, checkpoint in rows}
+    colours = tree.colours_for(list(labels.values()))
+    parts = []
+    for seg in segments:
+        cls = "seg model" if seg.author == "model" else "seg human"
+        if labels.get(seg.id):
+            cls += f" mc{int(colours[labels[seg.id]])}"
+        parts.append(f'<span class="{cls}">{html.escape(seg.text)}</span>')
+    return SafeString("".join(parts)), sorted(colours.items(), key=lambda kv: kv[1])

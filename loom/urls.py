@@ -24,6 +24,7 @@ urlpatterns = [
     path("<int:tree_id>/n/<int:node_id>/generate/", views.generate, name="generate"),
     path("<int:tree_id>/n/<int:node_id>/path/", views.node_path, name="path"),
     path("<int:tree_id>/n/<int:node_id>/code/", views.code, name="code"),
+    path("<int:tree_id>/n/<int:node_id>/read/", views.read, name="read"),
     path("<int:tree_id>/n/<int:node_id>/write/", views.write, name="write"),
     path(
         "<int:tree_id>/n/<int:node_id>/bookmark/<str:direction>/",

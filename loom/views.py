@@ -41,7 +41,13 @@ from loom.forms import (
     first_error,
 )
 from loom.models import LoomError, Node, Rating, Tree, WriteMode
-from loom.reading import hoisted_path, live_generations, path_context, reader_context
+from loom.reading import (
+    hoisted_path,
+    live_generations,
+    path_context,
+    prose_html,
+    reader_context,
+)
 from loom.undo import redo_last, undo_last
 from workbench import code as wb_code
 
@@ -198,6 +204,23 @@ def node_page(request, tree_id: int, node_id: int):
         tree.current_id = node.pk
     node.mark_visited()
     return _reader(request, tree, node)
+
+
+@require_GET
+def read(request, tree_id: int, node_id: int):
+    """Read mode: the current path as prose, full width, no controls, printable."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    segments, _hoisted = hoisted_path(tree, node, Node.objects.path_to(node))
+    prose, models = prose_html(segments, tree)
+    ctx = {
+        "tree": tree,
+        "node": node,
+        "prose": prose,
+        "models": models,
+        "formats": exporters.FORMATS,
+    }
+    return render(request, "loom/read.html", ctx)
 
 
 @require_GET

@@ -221,6 +221,7 @@
     "+": () => act("rate", { value: "up" }),
     "-": () => act("rate", { value: "down" }),
     "/": () => { const q = document.getElementById("tree-q"); if (q) q.focus(); },
+    v: () => { location.href = reader().dataset.readUrl; },
     "?": () => {
       const d = document.getElementById("key-help");
       if (d.open) { d.close(); return; }
@@ -373,5 +374,10 @@
     initDoc();
     const cur = document.getElementById("current-seg");
     if (cur) cur.scrollIntoView({ block: "nearest" });
+    // Back from read mode: writing at the end of the text.
+    if (location.hash === "#write") {
+      history.replaceState(history.state, "", location.pathname);
+      enterDoc();
+    }
   });
 })();

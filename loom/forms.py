@@ -53,6 +53,14 @@ class ContextForm(forms.Form):
     note_unit = forms.ChoiceField(choices=NoteUnit.choices)
 
 
+class ExpandForm(forms.Form):
+    """How far an automatic expansion grows (loom/expansion.py bounds it)."""
+
+    depth = forms.IntegerField(min_value=1, max_value=6)
+    breadth = forms.IntegerField(min_value=1, max_value=8)
+    keep = forms.IntegerField(required=False, min_value=1, max_value=8)
+
+
 class ChildOrderForm(forms.Form):
     order = forms.ChoiceField(choices=ChildOrder.choices)
     hide_down = forms.BooleanField(required=False)

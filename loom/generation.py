@@ -182,7 +182,7 @@ def _node_fields(generation, choice: dict) -> dict[str, Any]:
     }
 
 
-def attach(generation, parent: Node, *, label: str = "") -> list[Node]:
+def attach(generation, parent: Node, *, label: str = "", log: bool = True) -> list[Node]:
     """Create one child of `parent` per choice that has text, in choice order,
     and claim the generation. Caller holds the generation row lock.
 
@@ -197,7 +197,9 @@ def attach(generation, parent: Node, *, label: str = "") -> list[Node]:
             continue
         made.append(parent.add_child(text, log=False, **_node_fields(generation, choice)))
     generation.claim()
-    if made:
+    if not log:  # the caller keeps the undo step (an expansion's one step)
+        parent.tree.touch()
+    elif made:
         count = f"{len(made)} generated node{'s' if len(made) != 1 else ''}"
         parent.tree.log(
             "attach",
@@ -212,9 +214,18 @@ def attach(generation, parent: Node, *, label: str = "") -> list[Node]:
 def materialize(generation) -> list[Node] | None:
     """Turn a finished loom generation into children of its target node, once.
     Returns None (and leaves it unclaimed, so Recover lists it) when the target
-    node is gone or it is not ready."""
+    node is gone or it is not ready. An expansion's generation goes on to its next
+    level (loom/expansion.py)."""
     if generation.kind != KIND:
         return None
+    if (generation.target or {}).get("expansion"):
+        from loom import expansion  # it builds on this module
+
+        return expansion.attach_finished(generation)
+    return materialize_plain(generation)
+
+
+def materialize_plain(generation) -> list[Node] | None:
     with transaction.atomic():
         g = Generation.objects.select_for_update().get(pk=generation.pk)
         if g.claimed_at is not None or not g.is_terminal or (g.target or {}).get("detached"):

@@ -18,7 +18,7 @@ from core.tokens import LEGEND, chips_for, chips_html
 from loom import sql
 from loom.formats import exporters
 from loom.generation import PARAM_FIELDS, effective_settings, materialize_finished, running_for
-from loom.models import Author, ChildOrder, Node, Rating, Tree
+from loom.models import Author, ChildOrder, Expansion, Node, Rating, Tree
 
 PREVIEW = 200
 OUTLINE_ANCESTORS = 12
@@ -163,6 +163,7 @@ def reader_context(
             "last_redo": tree.redo_log.order_by("-id").values_list("label", flat=True).first(),
             "archived_count": archived_count(node),
             "child_orders": ChildOrder.choices,
+            "expansions": recent_expansions(tree),
             "hidden_down": (
                 Node.objects.filter(parent_id=node.pk, rating=Rating.DOWN).count()
                 if tree.hide_down
@@ -176,6 +177,19 @@ def reader_context(
         }
     )
     return ctx
+
+
+def recent_expansions(tree: Tree) -> list:
+    """The tree's expansions running now, and those ended in the last ten minutes."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    since = timezone.now() - timedelta(minutes=10)
+    return list(
+        Expansion.objects.filter(Q(state=Expansion.State.RUNNING) | Q(finished_at__gte=since),
+                                 tree=tree).order_by("-id")[:3]
+    )  # fmt: skip
 
 
 def archived_count(node: Node) -> int:

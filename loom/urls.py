@@ -25,6 +25,13 @@ urlpatterns = [
     path("<int:tree_id>/n/<int:node_id>/path/", views.node_path, name="path"),
     path("<int:tree_id>/n/<int:node_id>/code/", views.code, name="code"),
     path("<int:tree_id>/n/<int:node_id>/read/", views.read, name="read"),
+    path("<int:tree_id>/n/<int:node_id>/grow/", views.grow, name="grow"),
+    path("<int:tree_id>/expansions/<int:expansion_id>/", views.expansion, name="expansion"),
+    path(
+        "<int:tree_id>/expansions/<int:expansion_id>/cancel/",
+        views.expansion_cancel,
+        name="expansion_cancel",
+    ),
     path("<int:tree_id>/n/<int:node_id>/write/", views.write, name="write"),
     path(
         "<int:tree_id>/n/<int:node_id>/bookmark/<str:direction>/",

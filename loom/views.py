@@ -22,6 +22,7 @@ from completions.models import Generation
 from completions.schema import ParamsInvalid
 from core.shortcuts import int_or_404
 from core.tokens import text_before
+from loom import expansion as growing
 from loom import generation as gen
 from loom import search as finding
 from loom import tree_views
@@ -31,6 +32,7 @@ from loom.formats.importers import ImportRefused, import_file
 from loom.forms import (
     ChildOrderForm,
     ContextForm,
+    ExpandForm,
     ExportForm,
     NewTreeForm,
     SearchForm,
@@ -40,7 +42,7 @@ from loom.forms import (
     WriteModeForm,
     first_error,
 )
-from loom.models import LoomError, Node, Rating, Tree, WriteMode
+from loom.models import Expansion, LoomError, Node, Rating, Tree, WriteMode
 from loom.reading import (
     hoisted_path,
     live_generations,
@@ -722,6 +724,69 @@ def generate(request, tree_id: int, node_id: int):
         ctx["live"] = live_generations(tree, generations)
         return render(request, "loom/tree.html#generation", ctx)
     return render(request, "loom/tree.html#generation", ctx, status=INVALID)
+
+
+@require_POST
+def grow(request, tree_id: int, node_id: int):
+    """Expand the node automatically (depth × breadth, as bulk work), after checking
+    the whole expansion's worst case against the budget; refused whole otherwise."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    try:
+        size = _valid(ExpandForm, request.POST)
+        with transaction.atomic():  # the memory saved only if the expansion starts
+            _save_context(tree, request.POST)
+            started = growing.start(
+                request.user, tree, node, request.POST,
+                depth=size["depth"], breadth=size["breadth"], keep=size["keep"],
+            )  # fmt: skip
+    except gen.FormInvalid as exc:
+        return _notice(request, tree, error="Not expanded; nothing was sent.", errors=exc.errors)
+    except ParamsInvalid as exc:
+        errors = [f"{e.field}: {e.message}" for e in exc.errors]
+        return _notice(request, tree, error="Not expanded; nothing was sent.", errors=errors)
+    except (LoomError, BudgetRefused, BackendError) as exc:
+        message = exc.message if isinstance(exc, BudgetRefused) else str(exc)
+        return _notice(request, tree, error=f"Not expanded: {message}")
+    keep = f", the best {started.keep} of each taken further" if started.keep else ""
+    notice = (
+        f"Expanding node {node.pk}: {started.depth} levels of {started.breadth} children{keep}, "
+        "as bulk work; the nodes appear as they finish. Undo (z) takes the whole expansion back."
+    )
+    return _after(request, tree, node, notice=notice)
+
+
+def _owned_expansion(tree: Tree, expansion_id: int) -> Expansion:
+    return get_object_or_404(Expansion, pk=expansion_id, tree=tree)
+
+
+@require_GET
+def expansion(request, tree_id: int, expansion_id: int):
+    """An expansion's progress (the page asks every second while it runs), with the
+    children of the node being read and the whole-tree outline, which it grows."""
+    tree = owned_tree(request, tree_id)
+    shown = growing.settle_if_done(_owned_expansion(tree, expansion_id))
+    node = Node.objects.filter(pk=int_or_404(request.GET.get("node", "0") or "0"), tree=tree)
+    ctx: dict = {"tree": tree, "x": shown, "oob": True}
+    node = node.first()
+    seen = request.GET.get("seen", "")
+    # The children and the outline only when nodes came since the page last asked (they
+    # are re-rendered whole; the outline's focus should not be taken every second).
+    if node is not None and seen != str(shown.nodes):
+        ctx.update(reader_context(tree, node, children_only=True,
+                                  show_archived=request.session.get(SHOW_ARCHIVED, False)))  # fmt: skip
+        ctx.update(tree_views.outline_context(tree, node, show_archived=ctx["show_archived"]))
+    return render(request, "loom/tree.html#expansion-progress", ctx)
+
+
+@require_POST
+def expansion_cancel(request, tree_id: int, expansion_id: int):
+    tree = owned_tree(request, tree_id)
+    stopped = _owned_expansion(tree, expansion_id)
+    growing.cancel(stopped)
+    if not request.htmx:
+        return redirect(node_url(stopped.root_id or tree.current_id or tree.root.pk, tree))
+    return render(request, "loom/tree.html#expansion-progress", {"tree": tree, "x": stopped})
 
 
 def render_result(request, g):

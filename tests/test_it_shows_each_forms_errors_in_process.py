@@ -110,6 +110,12 @@ CASES: list[tuple[str, dict, dict, str]] = [
         "'abc' is not a number",
     ),
     (
+        "loom:grow",
+        {"tree_id": None, "node_id": None},
+        {"model": "scripted", "depth": "0", "breadth": "3"},
+        "Not expanded: depth: Ensure this value is greater than or equal to 1.",
+    ),
+    (
         "loom:child_order",
         {"tree_id": None, "node_id": None},
         {"order": "alphabet"},
@@ -148,6 +154,7 @@ NO_ERRORS = {
     "batch:results": "the detail page's table alone: the same page number and flag as batch:detail",
     "api_key_revoke": "confirm is a flag: without it the page asks first (api/test_it_revokes_a_key.py)",
     "plain_view": "plain is a flag (any other value is off); next is only followed to this site",
+    "loom:expansion": "node and seen only pick what to re-render; a node not in the tree shows none",
 }
 
 

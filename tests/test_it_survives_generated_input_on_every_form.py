@@ -183,6 +183,12 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:generate": ("POST", [*LOOM_GEN, "memory", "note", "note_depth", "note_unit"]),
     "loom:path": ("GET", []),
     "loom:read": ("GET", []),
+    "loom:grow": (
+        "POST",
+        [*LOOM_GEN, "depth", "breadth", "keep", "memory", "note", "note_depth", "note_unit"],
+    ),
+    "loom:expansion": ("GET", ["node", "seen"]),
+    "loom:expansion_cancel": ("POST", []),
     "loom:outline_children": ("GET", ["level"]),
     "loom:graph": ("GET", []),
     "loom:graph_data": ("GET", []),

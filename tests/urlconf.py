@@ -35,7 +35,7 @@ def make_world(user) -> dict[str, Any]:
     from api.models import ApiKey
     from batch.models import Batch, BatchItem
     from completions.models import Generation
-    from loom.models import Author, Tree
+    from loom.models import Author, Expansion, Tree
     from workbench.models import Draft, Preset, Run, SavedPrompt
 
     tree = Tree.objects.create_from_prompt(user, "The owl sang")
@@ -84,6 +84,9 @@ def make_world(user) -> dict[str, Any]:
         "key_id": ApiKey.objects.create_key(user, "k")[0].pk,
         "batch_id": batch.pk,
         "item_id": [item.pk, failed.pk],
+        "expansion_id": Expansion.objects.create(
+            tree=tree, root=child, depth=1, breadth=2, body={"n": 2}, state="done"
+        ).pk,
     }
     client = Client(raise_request_exception=False)
     client.force_login(user)
@@ -95,7 +98,7 @@ def snapshot(user) -> str:
     from api.models import ApiKey
     from batch.models import Batch, BatchItem
     from completions.models import Generation
-    from loom.models import Node, RedoEntry, Tree
+    from loom.models import Expansion, Node, RedoEntry, Tree
     from workbench.models import Draft, Preset, Run, Sample, SavedPrompt
 
     parts = [
@@ -116,6 +119,7 @@ def snapshot(user) -> str:
             )
         ),
         list(RedoEntry.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "label")),
+        list(Expansion.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "state")),
         list(
             Node.objects.filter(tree__owner=user)
             .order_by("pk")

@@ -63,7 +63,11 @@ def keys(request: HtmxRequest) -> HttpResponse:
 
 @require_POST
 def revoke(request: HtmxRequest, key_id: int) -> HttpResponse:
+    """Revoke once confirmed: the page's button asks first (hx-confirm) and sends
+    confirm=1; without it (no JavaScript) the answer is a page that asks."""
     key = get_object_or_404(ApiKey, pk=key_id, user=request.user)
+    if request.POST.get("confirm") != "1" and not key.is_revoked:
+        return render(request, "api/revoke_confirm.html", {"key": key})
     key.revoke()
     if not request.htmx:
         return redirect("api_keys")

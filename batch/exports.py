@@ -1,6 +1,7 @@
 """A batch's results as JSONL or CSV, streamed: one row per sample (a prompt with no
 sample yet — pending, failed before any text — is one row with an empty sample
-index), the uploaded metadata as further columns. Both read straight into pandas
+index), each row's seed and settings as sent (the batch's own until its prompt was
+sent), the uploaded metadata as further columns. Both read straight into pandas
 (`read_json(lines=True)`, `read_csv`), exactly.
 
 "CSV for spreadsheets" is the same table made safe to open in Excel or LibreOffice:
@@ -27,7 +28,9 @@ from workbench.history_views import _download as download_stream
 FORMATS = ("jsonl", "csv", "spreadsheet.csv")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 COLUMNS = ["prompt_index", "sample_index", "status", "prompt", "text", "finish_reason", "tokens",
-           "mean_logprob", "error_code"]  # fmt: skip
+           "mean_logprob", "error_code", "seed", "settings"]  # fmt: skip
+# Not settings: the prompt is its own column, the transport is how it was carried.
+_NOT_SETTINGS = ("prompt", "stream", "stream_options")
 CHUNK = 500
 
 
@@ -61,12 +64,26 @@ def rows(batch: Batch, keys: list[str]) -> Iterator[dict[str, Any]]:
     items = (
         BatchItem.objects.filter(batch=batch)
         .order_by("index")
-        .values_list("index", "state", "prompt", "samples", "error_code", "metadata")
+        .values_list(
+            "index", "state", "prompt", "samples", "error_code", "metadata", "generation__params"
+        )
     )
-    for index, state, prompt, samples, error_code, metadata in items.iterator(chunk_size=CHUNK):
+    for index, state, prompt, samples, error_code, metadata, sent in items.iterator(
+        chunk_size=CHUNK
+    ):
         meta = metadata if isinstance(metadata, dict) else {}
         extra = {names[k]: meta.get(k) for k in keys}
-        base = {"prompt_index": index, "status": state, "prompt": prompt, "error_code": error_code}
+        # What its generation sent (every parameter, the drawn seed included) while the
+        # door keeps the checkpoint (7 days); else the batch's own settings.
+        settings = {k: v for k, v in (sent or batch.params or {}).items() if k not in _NOT_SETTINGS}
+        base = {
+            "prompt_index": index,
+            "status": state,
+            "prompt": prompt,
+            "error_code": error_code,
+            "seed": settings.get("seed"),
+            "settings": settings,
+        }
         for s, sample in enumerate(samples or [None]):
             sample = sample or {}
             yield {

@@ -9,6 +9,7 @@ urlpatterns = [
     path("health", core_views.health, name="health"),
     path("health/ready", core_views.ready, name="ready"),
     path("metrics", core_views.metrics_view, name="metrics"),
+    path("preferences/plain-view/", core_views.plain_view, name="plain_view"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

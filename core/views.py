@@ -1,10 +1,13 @@
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
 
 from core import metrics
 from core.health import run_checks
+from core.models import Preferences
 
 
 def home(request):
@@ -39,3 +42,18 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
                             status=403, content_type="text/plain")  # fmt: skip
     body, content_type = metrics.exposition()
     return HttpResponse(body, content_type=content_type)
+
+
+@require_POST
+def plain_view(request):
+    """The token views' colours on or off for this user (every page, every browser)."""
+    Preferences.objects.set_plain_view(request.user, request.POST.get("plain") == "1")
+    if request.htmx:
+        return HttpResponse(status=204)
+    back = request.POST.get("next", "")
+    safe = (
+        back.startswith("/")
+        and back.isprintable()
+        and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})
+    )
+    return redirect(back if safe else "home")

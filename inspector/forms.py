@@ -35,7 +35,9 @@ def parse_token_ids(raw: str) -> list[int]:
 class _ModelForm(forms.Form):
     model = forms.ChoiceField(label="Model")
     add_special_tokens = CheckField(
-        "add_special_tokens", label="add_special_tokens (prepend the BOS)", initial=True
+        "add_special_tokens",
+        label="add_special_tokens (the tokenizer's own, e.g. a BOS)",
+        initial=True,
     )
 
     def __init__(self, *args, models=(), default_model=None, **kwargs):

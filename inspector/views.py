@@ -18,6 +18,7 @@ from core.tokens import LEGEND, Chip, chips_html, probability
 from inspector import charts, scoring, services
 from inspector.forms import ChoicesForm, CompareForm, SaveForm, ScoreForm
 from loom.forms import first_error
+from workbench.hints import model_hints
 from workbench.models import Run
 
 PAGE = "inspector/inspect.html"
@@ -49,6 +50,9 @@ def _forms(data=None, which: str = "") -> dict[str, Any]:
         "models": models,
         "backend_problem": problem,
         "tab": which or "score",
+        # What add_special_tokens does with the default model's tokenizer (SmolLM2's
+        # adds nothing: said so, rather than "prepends a BOS").
+        "special_hint": model_hints(models[0] if models else None).get("add_special_tokens", ""),
     }
 
 
@@ -74,7 +78,14 @@ def _respond_error(
     context["error"] = message
     context["budget_refusal"] = refusal if isinstance(refusal, services.BudgetRefusal) else None
     if request.htmx:
-        return render(request, f"{PAGE}#errors", context)
+        # A score form's field errors go next to their fields only: the result shown
+        # (the last scoring) stays where it is.
+        fields_only = which == "score" and not message
+        context["fields_only"] = fields_only
+        response = render(request, f"{PAGE}#errors", context)
+        if fields_only:
+            response["HX-Reswap"] = "none"
+        return response
     return render(request, PAGE, context, status=400)
 
 
@@ -175,6 +186,18 @@ def _result_context(generation: Generation) -> dict[str, Any]:
     }
 
 
+def rank_legend() -> list[tuple[int, str]]:
+    """The rank colour mode's buckets (r0 …), as its legend names them."""
+    return [(b, scoring.rank_bucket_label(b)) for b in range(len(scoring.RANK_EDGES) + 1)]
+
+
+def rel_legend() -> list[tuple[int, str]]:
+    """The relative mode's buckets (q0 …): how far below the top-1 token, in nats."""
+    edges = scoring.REL_EDGES
+    labels = ["the top choice"] + [f"up to {-e:g} below" for e in edges[1:]]
+    return [*enumerate(labels), (len(edges), f"> {-edges[-1]:g} below")]
+
+
 def result_context(target: dict[str, Any], *, key: Any = "result") -> dict[str, Any]:
     """What the result partial shows, from the stored result alone (a History
     entry keeps it after its checkpoint is purged). `key` names its charts."""
@@ -188,6 +211,8 @@ def result_context(target: dict[str, Any], *, key: Any = "result") -> dict[str, 
             chips=chips,
             chips_html=chips_html([c["chip"] for c in chips]),
             token_legend=LEGEND,
+            rank_legend=rank_legend(),
+            rel_legend=rel_legend(),
             summary=scoring.summarise(rows),
             chart=charts.surprisal_chart(rows, full_vocab=bool(target.get("full_vocab")), key=key),
         )

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from django import forms
 
-from loom.models import TAG_MAX, WriteMode
+from loom.context import MAX_DEPTH
+from loom.models import TAG_MAX, ChildOrder, NoteUnit, WriteMode
 
 TITLE_MAX = 200  # Tree.title's column
 QUERY_MAX = 500
@@ -43,8 +44,31 @@ class WriteModeForm(forms.Form):
     mode = forms.ChoiceField(choices=WriteMode.choices)
 
 
+class ContextForm(forms.Form):
+    """The tree's memory and author's note (loom/context.py)."""
+
+    memory = forms.CharField(required=False, strip=False, max_length=20_000)
+    note = forms.CharField(required=False, strip=False, max_length=5_000)
+    note_depth = forms.IntegerField(min_value=0, max_value=MAX_DEPTH)
+    note_unit = forms.ChoiceField(choices=NoteUnit.choices)
+
+
+class ExpandForm(forms.Form):
+    """How far an automatic expansion grows (loom/expansion.py bounds it)."""
+
+    depth = forms.IntegerField(min_value=1, max_value=6)
+    breadth = forms.IntegerField(min_value=1, max_value=8)
+    keep = forms.IntegerField(required=False, min_value=1, max_value=8)
+
+
+class ChildOrderForm(forms.Form):
+    order = forms.ChoiceField(choices=ChildOrder.choices)
+    hide_down = forms.BooleanField(required=False)
+
+
 class SearchForm(forms.Form):
     q = forms.CharField(required=False, max_length=QUERY_MAX)
+    whole = forms.BooleanField(required=False)  # whole words only
 
 
 class ExportForm(forms.Form):

@@ -12,6 +12,7 @@ from django.db import transaction
 from completions import lifecycle, pipeline
 from completions.forms import ParamsForm, lookup_model
 from completions.models import Generation
+from loom.context import Context, prompt_for
 from loom.models import Author, LoomError, Node, Tree
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,9 @@ def start_many(user, tree: Tree, node: Node, bodies: list[dict]) -> list:
     check and the start one step for concurrent requests. Raises the door's
     ParamsInvalid / BudgetRefused / BackendError; nothing is sent then (the
     Celery tasks are enqueued on commit, and a refusal rolls every one back)."""
-    prompt = node.full_text()
+    path = node.full_text()
+    context = Context.of(tree)
+    prepared = [request_for(path, context, data) for data in bodies]
     with transaction.atomic():
         Node.objects.select_for_update().filter(pk=node.pk).first()
         for other in running_for(node):
@@ -112,12 +115,31 @@ def start_many(user, tree: Tree, node: Node, bodies: list[dict]) -> list:
                     f"{other.state}): wait for it to finish or stop it first."
                 )
         started = []
-        for data in bodies:
-            body = {k: v for k, v in data.items() if v is not None}
-            body["prompt"] = prompt
-            target = {"tree": tree.pk, "parent": node.pk}
+        for body in prepared:
+            target = target_for(tree, node, context)
             started.append(pipeline.start(user, body, kind=KIND, target=target))
         return started
+
+
+def request_for(path: str, context: Context, data: dict) -> dict:
+    """The door's request for one body: the tree's memory and author's note put around
+    the path (the note placed by the body's own model's tokenizer when counted in
+    tokens). Raises BackendError when that tokenizer cannot be reached."""
+    body = {k: v for k, v in data.items() if v is not None}
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    if context.note and context.unit == "tokens" and not model:
+        info = lookup_model("")
+        model = info.id if info is not None else None
+    body["prompt"] = prompt_for(path, context, model)
+    return body
+
+
+def target_for(tree: Tree, node: Node, context: Context, **more: Any) -> dict:
+    """The generation's target: where its children go, and what it was sent with."""
+    target: dict[str, Any] = {"tree": tree.pk, "parent": node.pk, **more}
+    if (record := context.record()) is not None:
+        target["context"] = record
+    return target
 
 
 def params_for_models(tree: Tree, form: Any) -> list[dict[str, Any]]:
@@ -155,10 +177,12 @@ def _node_fields(generation, choice: dict) -> dict[str, Any]:
         "seed": params.get("seed"),
         "finish_reason": (choice.get("finish_reason") or generation.state or "")[:20],
         "logprobs": choice.get("logprobs"),
+        # The memory and note it was sent with (the params' prompt is not kept on nodes).
+        "prompt_context": (generation.target or {}).get("context"),
     }
 
 
-def attach(generation, parent: Node, *, label: str = "") -> list[Node]:
+def attach(generation, parent: Node, *, label: str = "", log: bool = True) -> list[Node]:
     """Create one child of `parent` per choice that has text, in choice order,
     and claim the generation. Caller holds the generation row lock.
 
@@ -173,7 +197,9 @@ def attach(generation, parent: Node, *, label: str = "") -> list[Node]:
             continue
         made.append(parent.add_child(text, log=False, **_node_fields(generation, choice)))
     generation.claim()
-    if made:
+    if not log:  # the caller keeps the undo step (an expansion's one step)
+        parent.tree.touch()
+    elif made:
         count = f"{len(made)} generated node{'s' if len(made) != 1 else ''}"
         parent.tree.log(
             "attach",
@@ -188,9 +214,18 @@ def attach(generation, parent: Node, *, label: str = "") -> list[Node]:
 def materialize(generation) -> list[Node] | None:
     """Turn a finished loom generation into children of its target node, once.
     Returns None (and leaves it unclaimed, so Recover lists it) when the target
-    node is gone or it is not ready."""
+    node is gone or it is not ready. An expansion's generation goes on to its next
+    level (loom/expansion.py)."""
     if generation.kind != KIND:
         return None
+    if (generation.target or {}).get("expansion"):
+        from loom import expansion  # it builds on this module
+
+        return expansion.attach_finished(generation)
+    return materialize_plain(generation)
+
+
+def materialize_plain(generation) -> list[Node] | None:
     with transaction.atomic():
         g = Generation.objects.select_for_update().get(pk=generation.pk)
         if g.claimed_at is not None or not g.is_terminal or (g.target or {}).get("detached"):

@@ -35,6 +35,28 @@ class Author(models.TextChoices):
     MODEL = "model", "model"
 
 
+class ChildOrder(models.TextChoices):
+    """How the reader lists a node's children (the tree's setting, remembered)."""
+
+    POSITION = "position", "as placed"
+    RATING = "rating", "rating"
+    LOGPROB = "logprob", "mean logprob"
+    MODEL = "model", "model"
+    NEWEST = "newest", "newest first"
+
+
+class Rating(models.IntegerChoices):
+    UP = 1, "thumbs up"
+    DOWN = -1, "thumbs down"
+
+
+class NoteUnit(models.TextChoices):
+    """How the author's note's distance from the end of the path is counted."""
+
+    NEWLINES = "newlines", "newlines"
+    TOKENS = "tokens", "tokens"
+
+
 class WriteMode(models.TextChoices):
     """What typing inside a segment of the document does (the tree's setting)."""
 
@@ -96,6 +118,17 @@ class Tree(models.Model):
     )
     # {model label: colour index}, assigned once per tree so a model keeps its colour.
     model_colours = models.JSONField(default=dict, blank=True)
+    # How the reader lists children, and whether thumbs-down children are left out.
+    child_order = models.CharField(
+        max_length=10, choices=ChildOrder.choices, default=ChildOrder.POSITION
+    )
+    hide_down = models.BooleanField(default=False)
+    # Memory: text put before every generation's prompt; the author's note: text put
+    # `note_depth` newlines (or tokens) before the end of the path (loom/context.py).
+    memory = models.TextField(blank=True)
+    note = models.TextField(blank=True)
+    note_depth = models.PositiveIntegerField(default=3)
+    note_unit = models.CharField(max_length=8, choices=NoteUnit.choices, default=NoteUnit.NEWLINES)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -131,6 +164,12 @@ class Tree(models.Model):
             title=title or f"{self.title} (copy)",
             settings=self.settings,
             extra=self.extra,
+            memory=self.memory,
+            note=self.note,
+            note_depth=self.note_depth,
+            note_unit=self.note_unit,
+            child_order=self.child_order,
+            hide_down=self.hide_down,
         )
         columns = [c for c in _copy_columns() if c not in ("id", "tree_id", "parent_id")]
         cols = ", ".join(columns)
@@ -321,12 +360,16 @@ class Node(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     visited_at = models.DateTimeField(null=True, blank=True)
     bookmarked = models.BooleanField(default=False)
+    rating = models.SmallIntegerField(choices=Rating.choices, null=True, blank=True)
     tags = models.JSONField(default=list, blank=True)
     archived = models.BooleanField(default=False)
     # The node's id in the file it was imported from (pyloom uuid, …), reused on export.
     source_id = models.CharField(max_length=100, blank=True)
     # Keys of an imported node that Weft does not use, written back on export.
     extra = models.JSONField(default=dict, blank=True)
+    # The memory and author's note its generation used ({memory, note, depth, unit}), so
+    # what was sent can be told (and sent again) exactly; null for none.
+    prompt_context = models.JSONField(null=True, blank=True)
 
     objects = NodeQuerySet.as_manager()
 
@@ -446,6 +489,7 @@ class Node(models.Model):
             seed=self.seed,
             finish_reason=self.finish_reason,
             logprobs=tail_lp,
+            prompt_context=self.prompt_context,
         )
         Node.objects.filter(id__in=kid_ids).update(parent=tail)
         self.text = old_text[:offset]
@@ -499,6 +543,7 @@ class Node(models.Model):
                         checkpoint=self.checkpoint,
                         request_id=self.request_id,
                         params=self.params,
+                        prompt_context=self.prompt_context,
                         logprobs=one,
                     )
                 )
@@ -573,6 +618,20 @@ class Node(models.Model):
             {"node": self.pk, "value": not self.bookmarked},
         )
         return self.bookmarked
+
+    @transaction.atomic
+    def rate(self, value: int | None) -> int | None:
+        """Thumbs up (1), down (-1) or neither (None); one undo step."""
+        if value not in (None, *Rating.values):
+            raise LoomError("A rating is thumbs up or thumbs down.")
+        if value == self.rating:
+            return value
+        old = self.rating
+        self.rating = value
+        self.save(update_fields=["rating"])
+        label = {1: "rate thumbs up", -1: "rate thumbs down", None: "clear a rating"}[value]
+        self.tree.log("rate", label, {"node": self.pk, "value": old})
+        return value
 
     @transaction.atomic
     def toggle_archive(self) -> bool:
@@ -734,3 +793,49 @@ def split_logprobs(text: str, logprobs: Any, offset: int) -> tuple[Any, Any]:
 
 
 _TOKEN_COLUMNS = ("tokens", "token_logprobs", "top_logprobs", "text_offset")
+
+
+class Expansion(models.Model):
+    """An automatic expansion of a node: `depth` levels of `breadth` children each,
+    optionally only the best `keep` of each node's children taken further (by mean
+    logprob). Its generations are bulk work (loom/expansion.py); everything it adds is
+    one undo step (`undo_entry`, whose steps grow as the nodes arrive)."""
+
+    class State(models.TextChoices):
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        CANCELLED = "cancelled", "cancelled"
+        STOPPED = "stopped", "stopped"  # a later level could not start (budget, backend)
+
+    tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="expansions")
+    root = models.ForeignKey(
+        Node, null=True, on_delete=models.DB_SET_NULL, related_name="+", db_index=False
+    )
+    depth = models.PositiveSmallIntegerField()
+    breadth = models.PositiveSmallIntegerField()
+    keep = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The door's request without its prompt (n = breadth), and the memory and note it
+    # was started with (every level uses the same).
+    body = models.JSONField()
+    context = models.JSONField(null=True, blank=True)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.RUNNING)
+    worst_case_tokens = models.BigIntegerField(default=0)
+    started = models.PositiveIntegerField(default=0)  # generations sent
+    finished = models.PositiveIntegerField(default=0)  # generations ended
+    nodes = models.PositiveIntegerField(default=0)  # children made
+    message = models.TextField(blank=True)
+    undo_entry = models.ForeignKey(
+        UndoEntry, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tree", "state"], name="loom_expansion_tree_state")]
+
+    def __str__(self) -> str:
+        return f"expansion {self.pk}"
+
+    @property
+    def is_running(self) -> bool:
+        return self.state == self.State.RUNNING

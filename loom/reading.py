@@ -7,8 +7,10 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from django.db.models import Q
-from django.db.models.functions import Left
+from django.db.models import F, Q
+from django.db.models.expressions import RawSQL
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce, Left
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
@@ -16,7 +18,7 @@ from core.tokens import LEGEND, chips_for, chips_html
 from loom import sql
 from loom.formats import exporters
 from loom.generation import PARAM_FIELDS, effective_settings, materialize_finished, running_for
-from loom.models import Author, Node, Tree
+from loom.models import Author, ChildOrder, Expansion, Node, Rating, Tree
 
 PREVIEW = 200
 OUTLINE_ANCESTORS = 12
@@ -26,11 +28,40 @@ NEIGHBOURS = 200  # children/siblings listed; the rest are counted
 PATH_WINDOW = 1000
 
 
+# A node's mean logprob over its sampled tokens (what "best" means for ordering and
+# for an expansion's pruning); NULL without token logprobs. -9999 is vLLM's -inf.
+MEAN_LOGPROB_SQL = """(SELECT avg(e::float8) FROM jsonb_array_elements(
+    CASE WHEN jsonb_typeof(loom_node.logprobs -> 'token_logprobs') = 'array'
+    THEN loom_node.logprobs -> 'token_logprobs' ELSE '[]'::jsonb END) AS e
+    WHERE jsonb_typeof(e) = 'number' AND e::float8 > -9999)"""
+
+
 def _light(qs):
-    return qs.annotate(preview=Left("text", PREVIEW)).only(
+    return qs.annotate(
+        preview=Left("text", PREVIEW), mean_logprob=RawSQL(MEAN_LOGPROB_SQL, [])
+    ).only(
         "id", "parent_id", "author", "bookmarked", "archived", "visited_at", "position",
-        "checkpoint", "params",
+        "checkpoint", "params", "rating", "created_at",
     )  # fmt: skip
+
+
+def in_tree_order(tree: Tree, qs, *, keep: int | None = None):
+    """A node's children (or siblings) in the order the tree's reader lists them, the
+    thumbs-down ones left out when the tree hides them (`keep`, the node being read,
+    stays listed)."""
+    if tree.hide_down:
+        qs = qs.exclude(Q(rating=Rating.DOWN) & ~Q(pk=keep))
+    order = tree.child_order
+    if order == ChildOrder.RATING:
+        return qs.order_by(Coalesce("rating", 0).desc(), "position", "id")
+    if order == ChildOrder.LOGPROB:
+        return qs.order_by(F("mean_logprob").desc(nulls_last=True), "position", "id")
+    if order == ChildOrder.MODEL:
+        label = Coalesce(KeyTextTransform("model", "params"), "checkpoint")
+        return qs.order_by(F("author").desc(), label, "position", "id")
+    if order == ChildOrder.NEWEST:
+        return qs.order_by("-created_at", "-id")
+    return qs.order_by("position", "id")
 
 
 def hoisted_path(tree: Tree, node: Node, segments: list) -> tuple[list, bool]:
@@ -76,7 +107,7 @@ def reader_context(
     live = [] if children_only else list(running_for(node).order_by("id"))
     materialize_finished(node)
     kids = node.children() if show_archived else node.children().filter(archived=False)
-    children = list(_light(kids)[: NEIGHBOURS + 1])
+    children = list(in_tree_order(tree, _light(kids))[: NEIGHBOURS + 1])
     colour_children(tree, children)
     ctx: dict[str, Any] = {
         "tree": tree,
@@ -98,7 +129,9 @@ def reader_context(
     sibs = node.siblings()
     if not show_archived:
         sibs = sibs.filter(Q(archived=False) | Q(pk=node.pk))  # the current node stays listed
-    siblings = list(_light(sibs)[: NEIGHBOURS + 1]) if node.parent_id else [node]
+    # Siblings in the children's order, so ↑ ↓ step through the list as it is shown.
+    ordered = in_tree_order(tree, _light(sibs), keep=node.pk)
+    siblings = list(ordered[: NEIGHBOURS + 1]) if node.parent_id else [node]
     ids = [s.id for s in siblings]
     at = ids.index(node.pk) if node.pk in ids else -1
     visited = [c for c in children if c.visited_at]
@@ -129,6 +162,13 @@ def reader_context(
             "live": live_generations(tree, live),
             "last_redo": tree.redo_log.order_by("-id").values_list("label", flat=True).first(),
             "archived_count": archived_count(node),
+            "child_orders": ChildOrder.choices,
+            "expansions": recent_expansions(tree),
+            "hidden_down": (
+                Node.objects.filter(parent_id=node.pk, rating=Rating.DOWN).count()
+                if tree.hide_down
+                else 0
+            ),
             "token_legend": LEGEND,
             "last_undo": tree.undo_log.order_by("-id").values_list("label", flat=True).first(),
             "settings": (settings := effective_settings(tree)),
@@ -137,6 +177,19 @@ def reader_context(
         }
     )
     return ctx
+
+
+def recent_expansions(tree: Tree) -> list:
+    """The tree's expansions running now, and those ended in the last ten minutes."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    since = timezone.now() - timedelta(minutes=10)
+    return list(
+        Expansion.objects.filter(Q(state=Expansion.State.RUNNING) | Q(finished_at__gte=since),
+                                 tree=tree).order_by("-id")[:3]
+    )  # fmt: skip
 
 
 def archived_count(node: Node) -> int:
@@ -170,6 +223,8 @@ def path_context(segments, tree: Tree) -> dict[str, Any]:
         "path_before": path_html(segments[:-1], logprobs, tree.pk, marks),
         "current_html": path_html(segments[-1:], logprobs, tree.pk, marks, current=True),
         "models": list(colours.items()),
+        # No token scale for a path with no token probabilities (human text only).
+        "no_tokens": not logprobs,
     }
 
 
@@ -207,3 +262,24 @@ def path_html(
             f"{chips_html(chips)}</span>"
         )
     return SafeString("".join(parts))
+
+
+def prose_html(segments, tree: Tree) -> tuple[SafeString, list[tuple[str, int]]]:
+    """The path as plain prose for read mode: each segment a span (its model's colour
+    class on model-written ones, shown only when asked), every text escaped here; and
+    the models as (label, colour index) for the legend."""
+    model_ids = [s.id for s in segments if s.author == "model"]
+    rows = (
+        Node.objects.filter(pk__in=model_ids).values_list("id", "params__model", "checkpoint")
+        if model_ids
+        else []
+    )
+    labels = {node_id: str(model or checkpoint or "") for node_id, model, checkpoint in rows}
+    colours = tree.colours_for(list(labels.values()))
+    parts = []
+    for seg in segments:
+        cls = "seg model" if seg.author == "model" else "seg human"
+        if labels.get(seg.id):
+            cls += f" mc{int(colours[labels[seg.id]])}"
+        parts.append(f'<span class="{cls}">{html.escape(seg.text)}</span>')
+    return SafeString("".join(parts)), sorted(colours.items(), key=lambda kv: kv[1])

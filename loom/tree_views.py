@@ -25,7 +25,9 @@ from loom.sql import NODE_TABLE
 OUTLINE_LEVELS = 30
 OUTLINE_CHILDREN = 50
 LABEL = 60
-GRAPH_LABEL = 32
+# The first words of a segment, as the graph's boxes show them: a small tree's boxes are
+# wide enough for more; a big tree's few words keep its data quick to send.
+GRAPH_LABEL, GRAPH_LABEL_BIG, GRAPH_BIG = 80, 32, 2_000
 
 
 @dataclass
@@ -39,6 +41,7 @@ class Item:
     archived: bool
     has_kids: bool
     level: int = 1
+    rating: int | None = None
     on_path: bool = False
     current: bool = False
     children: list[Item] = field(default_factory=list)
@@ -56,9 +59,9 @@ class Item:
 # at 100,000); these cost the rows shown.
 CHILDREN_SQL = f"""
     SELECT c.id, c.parent_id, c.author, c.bookmarked, c.archived, left(c.text, %s),
-        g.one IS NOT NULL
+        g.one IS NOT NULL, c.rating
     FROM unnest(%s::bigint[]) AS p(id), LATERAL (
-        SELECT id, parent_id, author, bookmarked, archived, text FROM {NODE_TABLE}
+        SELECT id, parent_id, author, bookmarked, archived, text, rating FROM {NODE_TABLE}
         WHERE parent_id = p.id AND (%s OR NOT archived OR id = ANY(%s::bigint[]))
         ORDER BY position, id LIMIT %s
     ) c
@@ -77,6 +80,7 @@ class Row:
     archived: bool
     label: str
     has_kids: bool
+    rating: int | None = None
 
 
 def _children_of(parent_ids: list[int], show_archived: bool, keep: set[int]) -> list[Row]:
@@ -99,6 +103,7 @@ def _item(n: Any, level: int) -> Item:
         archived=n.archived,
         has_kids=n.has_kids,
         level=level,
+        rating=n.rating,
     )
 
 
@@ -182,9 +187,9 @@ def outline_children(request, tree_id: int, node_id: int):
 
 # --- the graph ------------------------------------------------------------------------
 
-MODEL, BOOKMARK, ARCHIVED, ON_PATH = 1, 2, 4, 8
-# Past this the layout is tens of megabytes to send and draw; the outline and
-# search still reach every node.
+MODEL, BOOKMARK, ARCHIVED, ON_PATH, UNREAD, RATED_UP, RATED_DOWN = 1, 2, 4, 8, 16, 32, 64
+# Past this the data is tens of megabytes to send and draw; the outline and search
+# still reach every node.
 GRAPH_MAX_NODES = 200_000
 
 
@@ -197,49 +202,31 @@ def _too_big(count: int) -> str:
     )
 
 
-def graph_layout(tree: Tree) -> dict[str, Any]:
-    """A tidy layout of the whole tree in one ordered query and one pass:
-    leaves take consecutive columns in preorder, each parent sits centred over
-    its first and last child, rows are depths. Siblings never overlap and a
-    subtree occupies its own columns, so the drawing reads like the outline.
-    Parallel arrays (not one object per node) keep 10,000 nodes small to send."""
+def graph_nodes(tree: Tree, count: int | None = None) -> dict[str, Any]:
+    """The whole tree for the graph page, in one ordered query and one pass: parallel
+    arrays (not one object per node, so 10,000 nodes stay small to send) of ids, parent
+    indexes (children in their order), flags (model-written, bookmark, archived, on the
+    current path, unread, rated), model colours and the first words of each segment.
+    The page lays it out itself (static/weft/loomlayout.js), for the screen it has."""
     with connection.cursor() as cur:
         cur.execute(
-            f"SELECT id, parent_id, author = 'model', bookmarked, archived, left(text, %s) "  # noqa: S608
+            f"SELECT id, parent_id, author = 'model', bookmarked, archived, left(text, %s), "  # noqa: S608
+            "rating, visited_at IS NULL, COALESCE(NULLIF(params ->> 'model', ''), checkpoint) "
             f"FROM {NODE_TABLE} WHERE tree_id = %s ORDER BY position, id",
-            [GRAPH_LABEL, tree.pk],
+            [GRAPH_LABEL if (count or 0) <= GRAPH_BIG else GRAPH_LABEL_BIG, tree.pk],
         )
         rows = cur.fetchall()
     index = {row[0]: i for i, row in enumerate(rows)}
-    kids: list[list[int]] = [[] for _ in rows]
-    roots = []
-    for i, row in enumerate(rows):
-        if row[1] is None:
-            roots.append(i)
-        else:
-            kids[index[row[1]]].append(i)
-    n = len(rows)
-    x = [0.0] * n
-    depth = [0] * n
-    order: list[int] = []  # preorder, by an explicit stack: any depth
-    stack = list(reversed(roots))
-    while stack:
-        i = stack.pop()
-        order.append(i)
-        for k in reversed(kids[i]):
-            depth[k] = depth[i] + 1
-            stack.append(k)
-    column = 0
-    for i in order:  # leaves in preorder take the next column
-        if not kids[i]:
-            x[i] = column
-            column += 1
-    for i in reversed(order):  # children before parents
-        if kids[i]:
-            x[i] = (x[kids[i][0]] + x[kids[i][-1]]) / 2
+    colours = tree.colours_for(sorted({r[8] for r in rows if r[2] and r[8]}))
     flags = [
-        (MODEL if r[2] else 0) | (BOOKMARK if r[3] else 0) | (ARCHIVED if r[4] else 0) for r in rows
+        (MODEL if r[2] else 0)
+        | (BOOKMARK if r[3] else 0)
+        | (ARCHIVED if r[4] else 0)
+        | (UNREAD if r[2] and r[7] else 0)
+        | (RATED_UP if r[6] == 1 else RATED_DOWN if r[6] == -1 else 0)
+        for r in rows
     ]
+    roots = [i for i, r in enumerate(rows) if r[1] is None]
     current = index.get(tree.current_id, roots[0] if roots else -1)
     at = current
     while at >= 0:  # the current path, up the parent links
@@ -249,13 +236,11 @@ def graph_layout(tree: Tree) -> dict[str, Any]:
     return {
         "ids": [r[0] for r in rows],
         "parent": [index[r[1]] if r[1] is not None else -1 for r in rows],
-        "x": x,
-        "y": depth,
         "flags": flags,
-        "label": [r[5] for r in rows],
+        "colour": [colours.get(r[8], -1) if r[2] else -1 for r in rows],
+        "label": [" ".join(r[5].split()) for r in rows],
+        "models": sorted(colours.items(), key=lambda kv: kv[1]),
         "current": current,
-        "columns": column,
-        "depth": max(depth, default=0),
     }
 
 
@@ -276,12 +261,14 @@ def graph(request, tree_id: int):
 @require_GET
 def graph_data(request, tree_id: int):
     tree = views.owned_tree(request, tree_id)
-    if too_big := _too_big(tree.nodes.count()):
+    count = tree.nodes.count()
+    if too_big := _too_big(count):
         return HttpResponse(
             orjson.dumps({"error": too_big}), status=422, content_type="application/json"
         )
-    # orjson: the layout of 10,000 nodes encodes in a few milliseconds.
-    response = HttpResponse(orjson.dumps(graph_layout(tree)), content_type="application/json")
+    # orjson: 10,000 nodes encode in a few milliseconds.
+    data = graph_nodes(tree, count)
+    response = HttpResponse(orjson.dumps(data), content_type="application/json")
     response["Cache-Control"] = "no-store"
     return response
 

@@ -264,6 +264,7 @@ UNDO = {
     "edit": _undo_edit,
     "bookmark": _flag("bookmark", "bookmarked"),
     "archive": _flag("archive", "archived"),
+    "rate": _flag("rate", "rating"),
     "tags": _undo_tags,
     "split": _undo_split,
     "merge": _undo_merge,

@@ -9,24 +9,30 @@ from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
 from django.db import transaction
-from django.db.models.functions import Left
 from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from completions.budget import BudgetRefused
-from completions.client import list_models
+from completions.client import count_tokens, list_models
 from completions.errors import BackendError
+from completions.forms import lookup_model
 from completions.models import Generation
 from completions.schema import ParamsInvalid
 from core.shortcuts import int_or_404
 from core.tokens import text_before
+from loom import expansion as growing
 from loom import generation as gen
+from loom import search as finding
 from loom import tree_views
+from loom.context import Context
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
 from loom.forms import (
+    ChildOrderForm,
+    ContextForm,
+    ExpandForm,
     ExportForm,
     NewTreeForm,
     SearchForm,
@@ -36,9 +42,16 @@ from loom.forms import (
     WriteModeForm,
     first_error,
 )
-from loom.models import LoomError, Node, Tree, WriteMode
-from loom.reading import hoisted_path, live_generations, path_context, reader_context
+from loom.models import Expansion, LoomError, Node, Rating, Tree, WriteMode
+from loom.reading import (
+    hoisted_path,
+    live_generations,
+    path_context,
+    prose_html,
+    reader_context,
+)
 from loom.undo import redo_last, undo_last
+from workbench import code as wb_code
 
 # Refusals render a fragment that says why; loom pages tell htmx to swap 422s
 # (its default leaves 4xx responses unswapped, so the message would never show).
@@ -73,21 +86,23 @@ def trees(request):
         return redirect(node_url(tree.current_id, tree))
     search = SearchForm(request.GET)
     q = search.cleaned_data["q"].strip() if search.is_valid() else ""
+    whole = search.is_valid() and search.cleaned_data["whole"]
     hits = []
     if q:
-        hits = (
-            Node.objects.filter(tree__owner=request.user, text__icontains=q)
+        rows = (
+            finding.search(Node.objects.filter(tree__owner=request.user), q, whole=whole)
             .select_related("tree")
-            .annotate(preview=Left("text", 400))
-            .only("id", "tree__id", "tree__title")
-            .order_by("-tree__updated_at", "id")[:50]
+            .only("id", "tags", "tree__id", "tree__title")
+            .order_by("-tree__updated_at", "id")[: finding.LIMIT]
         )
+        hits = finding.hits(rows, q, whole=whole)
     trees = list(Tree.objects.for_user(request.user))
     stats = tree_views.tree_stats([t.pk for t in trees])
     ctx = {
         "trees": [(t, stats.get(t.pk)) for t in trees],
         "q": q,
-        "hits": [(h, snippet(h.preview, q)) for h in hits],
+        "whole": whole,
+        "hits": hits,
         "formats": exporters.FORMATS,
         "search_error": "" if search.is_valid() else first_error(search),
         "max_import_mb": importers.MAX_IMPORT_BYTES // (1024 * 1024),
@@ -95,15 +110,6 @@ def trees(request):
     if request.htmx and (q or ctx["search_error"]):
         return render(request, "loom/trees.html#search-results", ctx)
     return render(request, "loom/trees.html", ctx)
-
-
-def snippet(text: str, q: str, width: int = 60) -> tuple[str, str, str]:
-    """(before, match, after) around the first match, for highlighting in the template."""
-    at = text.lower().find(q.lower())
-    if at < 0:
-        return (text[: width * 2], "", "")
-    start = max(0, at - width)
-    return (text[start:at], text[at : at + len(q)], text[at + len(q) : at + len(q) + width])
 
 
 @require_POST
@@ -186,10 +192,9 @@ def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
     ctx["model_ids"] = [m.id for m in ctx["models"]]
     ctx.update(extra)
     template = "loom/tree.html#reader" if request.htmx else "loom/tree.html"
-    response = render(request, template, ctx, status=status)
-    if request.htmx:
-        response["HX-Push-Url"] = node_url(node, tree)
-    return response
+    # No HX-Push-Url: static/weft/loom.js keeps the address itself (a move pushes one
+    # history entry at once; any other swap replaces the address with the node shown).
+    return render(request, template, ctx, status=status)
 
 
 @require_GET
@@ -204,6 +209,23 @@ def node_page(request, tree_id: int, node_id: int):
 
 
 @require_GET
+def read(request, tree_id: int, node_id: int):
+    """Read mode: the current path as prose, full width, no controls, printable."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    segments, _hoisted = hoisted_path(tree, node, Node.objects.path_to(node))
+    prose, models = prose_html(segments, tree)
+    ctx = {
+        "tree": tree,
+        "node": node,
+        "prose": prose,
+        "models": models,
+        "formats": exporters.FORMATS,
+    }
+    return render(request, "loom/read.html", ctx)
+
+
+@require_GET
 def node_path(request, tree_id: int, node_id: int):
     """The whole path text, for a node deeper than the reading view's window."""
     tree = owned_tree(request, tree_id)
@@ -214,14 +236,18 @@ def node_path(request, tree_id: int, node_id: int):
     return render(request, "loom/tree.html#path", ctx)
 
 
-def _after(request, tree: Tree, node: Node, error: str = ""):
-    """Show `node` after an operation: the reader fragment for htmx, else a redirect."""
+def _after(request, tree: Tree, node: Node, error: str = "", **notice):
+    """Show `node` after an operation: the reader fragment for htmx, else a redirect.
+    `notice` (and `notice_generate`, a Continue button) say what the operation did."""
     if not request.htmx:
         if error:
             messages.error(request, error)
+        elif notice.get("notice"):
+            messages.info(request, notice["notice"])
         return redirect(node_url(node, tree))
     Tree.objects.filter(pk=tree.pk).update(current=node)
-    return _reader(request, tree, node, status=INVALID if error else 200, error=error)
+    status = INVALID if error else 200
+    return _reader(request, tree, node, status=status, error=error, **notice)
 
 
 @require_POST
@@ -230,6 +256,7 @@ def node_action(request, tree_id: int, node_id: int, action: str):
     node = owned_node(tree, node_id)
     post = request.POST
     focus = node
+    notice: dict = {}
     try:
         if action == "edit":
             focus = node.edit(
@@ -238,8 +265,17 @@ def node_action(request, tree_id: int, node_id: int, action: str):
         elif action == "child":
             focus = node.add_child(_valid(TextForm, post)["text"])
         elif action == "split":
-            tail = node.split(_int(post.get("offset"), "offset"))
-            focus = _focus_below(tree, node, post.get("focus")) or tail
+            offset = _int(post.get("offset"), "offset")
+            tail = node.split(offset)
+            below = _focus_below(tree, node, post.get("focus"))
+            # Below the split node the path reads the same; on it, the text after the
+            # caret would vanish from the reader: show the new child that holds it.
+            focus = below if below is not None and below.pk != node.pk else tail
+            where = ", shown here" if focus.pk == tail.pk else ""
+            notice["notice"] = (
+                f"Split node {node.pk} at character {offset}: the text after the caret "
+                f"is now its child, node {tail.pk}{where}."
+            )
         elif action == "merge":
             focus = node.merge_into_parent()
         elif action == "move":
@@ -255,12 +291,24 @@ def node_action(request, tree_id: int, node_id: int, action: str):
             node.toggle_bookmark()
         elif action == "archive":
             node.toggle_archive()
+        elif action == "rate":
+            # up / down toggle (pressed again, the rating is cleared); "none" clears it.
+            wanted = {"up": Rating.UP, "down": Rating.DOWN, "none": None}.get(
+                post.get("value", ""), 0
+            )
+            if wanted == 0:
+                raise LoomError("Rate a node up, down or none.")
+            node.rate(None if wanted == node.rating else wanted)
         elif action == "tag":
             node.add_tag(_valid(TagForm, post)["tag"])
         elif action == "untag":
             node.remove_tag(_valid(TagForm, post)["tag"])
         elif action == "alternative":
             focus = _alternative(node, post)
+            notice["notice"] = (
+                f"Node {focus.pk} ends with the alternative you picked; it has no continuation yet."
+            )
+            notice["notice_generate"] = True
         elif action == "expand":
             made = node.expand_alternatives(_int(post.get("index"), "index"))
             focus = Node.objects.get(pk=made[0].parent_id)
@@ -273,7 +321,7 @@ def node_action(request, tree_id: int, node_id: int, action: str):
     except LoomError as exc:
         node.refresh_from_db()
         return _after(request, tree, node, error=str(exc))
-    return _after(request, tree, focus)
+    return _after(request, tree, focus, **notice)
 
 
 def _focus_below(tree: Tree, node: Node, value) -> Node | None:
@@ -317,8 +365,15 @@ def _alternative(node: Node, post) -> Node:
         raise LoomError("The root has no siblings.")
     text = before + token
     parent = Node.objects.get(pk=node.parent_id)
+    # The same model label as the node it branched from (params' short id): one model,
+    # one name and one colour, not the checkpoint beside the short id.
     return parent.add_child(
-        text, author=node.author, checkpoint=node.checkpoint, request_id=node.request_id
+        text,
+        author=node.author,
+        checkpoint=node.checkpoint,
+        request_id=node.request_id,
+        params=node.params,
+        prompt_context=node.prompt_context,
     )
 
 
@@ -446,6 +501,7 @@ def write(request, tree_id: int, node_id: int):
                 if append:
                     focus = focus.add_child(append)
             if bodies:
+                _save_context(tree, post)
                 gen.start_many(request.user, tree, focus, bodies)
     except gen.FormInvalid as exc:
         return _notice(request, tree, error="Nothing was saved or sent.", errors=exc.errors)
@@ -471,6 +527,101 @@ def bookmark_step(request, tree_id: int, node_id: int, direction: str):
     return _after(request, tree, owned_node(tree, target_id))
 
 
+CONTEXT_FIELDS = ("memory", "note", "note_depth", "note_unit")
+
+
+def _posted_context(tree: Tree, post) -> Context:
+    """The memory and author's note as the page holds them when it sent them (the
+    generate form includes them: a change saved on its own might not have landed yet
+    when Generate is pressed), else the tree's. Raises LoomError when not valid."""
+    if "memory" not in post:
+        return Context.of(tree)
+    data = _valid(ContextForm, post)
+    return Context(data["memory"], data["note"], data["note_depth"], data["note_unit"])
+
+
+def _save_context(tree: Tree, post) -> None:
+    """Keep the posted memory and note on the tree (inside the caller's transaction:
+    a refused generation keeps nothing)."""
+    context = _posted_context(tree, post)
+    values = dict(zip(CONTEXT_FIELDS, (context.memory, context.note, context.depth,
+                                       context.unit), strict=True))  # fmt: skip
+    if any(getattr(tree, name) != value for name, value in values.items()):
+        for name, value in values.items():
+            setattr(tree, name, value)
+        tree.save(update_fields=[*CONTEXT_FIELDS, "updated_at"])
+
+
+@require_POST
+def tree_context(request, tree_id: int):
+    """Save the tree's memory and author's note (the page saves them as they change)."""
+    tree = owned_tree(request, tree_id)
+    try:
+        _save_context(tree, request.POST)
+    except LoomError as exc:
+        return _notice(request, tree, error=f"Not saved: {exc}")
+    unit = "newline" if tree.note_unit == "newlines" else "token"
+    where = f"{tree.note_depth} {unit}{'s' if tree.note_depth != 1 else ''} before the end"
+    notice = (
+        f"Saved: every generation's prompt now starts with the memory ({len(tree.memory):,} "
+        f"characters) and has the author's note {where}."
+        if tree.memory or tree.note
+        else "Saved: no memory and no author's note."
+    )
+    return _notice(request, tree, notice=notice)
+
+
+@require_POST
+def code(request, tree_id: int, node_id: int):
+    """View code: the exact request a generation from this node would send now, the
+    memory and author's note in its prompt, and that prompt's token count."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    ctx: dict = {"tree": tree, "node": node}
+    try:
+        context = _posted_context(tree, request.POST)
+        bodies = gen.params_for_models(tree, request.POST)
+        path = node.full_text()
+        body = gen.request_for(path, context, bodies[0])
+        model = lookup_model(body.get("model") or "")
+        body.setdefault("model", model.id if model else None)
+    except gen.FormInvalid as exc:
+        ctx["errors"] = exc.errors
+    except LoomError as exc:
+        ctx["errors"] = [str(exc)]
+    except BackendError as exc:
+        ctx["errors"] = [f"The backend could not place the note: {exc}"]
+    else:
+        api = request.build_absolute_uri("/v1")
+        counts = count_tokens(body["model"], [body["prompt"], path]) if body["model"] else None
+        ctx.update(
+            prompt=body["prompt"],
+            curl=wb_code.as_curl(body, api),
+            python=wb_code.as_python(body, api),
+            prompt_tokens=counts[0] if counts else None,
+            path_tokens=counts[1] if counts else None,
+            several=len(bodies) > 1,
+            context=context,
+            seed_drawn=body.get("seed") is None,
+        )
+    return render(request, "loom/tree.html#code", ctx, status=INVALID if "errors" in ctx else 200)
+
+
+@require_POST
+def child_order(request, tree_id: int, node_id: int):
+    """How the reader lists children (and whether thumbs-down ones are hidden): the
+    tree's own setting, remembered."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    form = ChildOrderForm(request.POST)
+    if not form.is_valid():
+        return _after(request, tree, node, error=f"Not changed: {first_error(form)}")
+    tree.child_order = form.cleaned_data["order"]
+    tree.hide_down = form.cleaned_data["hide_down"]
+    tree.save(update_fields=["child_order", "hide_down", "updated_at"])
+    return _after(request, tree, node)
+
+
 @require_POST
 def show_archived(request, tree_id: int, node_id: int):
     """Toggle listing archived nodes among children and siblings (kept in the session)."""
@@ -485,15 +636,11 @@ def tree_search(request, tree_id: int):
     tree = owned_tree(request, tree_id)
     search = SearchForm(request.GET)
     q = search.cleaned_data["q"].strip() if search.is_valid() else ""
+    whole = search.is_valid() and search.cleaned_data["whole"]
     hits = []
     if q:
-        rows = (
-            Node.objects.filter(tree=tree, text__icontains=q)
-            .annotate(preview=Left("text", 400))
-            .only("id")
-            .order_by("id")[:50]
-        )
-        hits = [(h, snippet(h.preview, q)) for h in rows]
+        rows = finding.search(Node.objects.filter(tree=tree), q, whole=whole)
+        hits = finding.hits(rows.order_by("id")[: finding.LIMIT], q, whole=whole)
     ctx = {"tree": tree, "q": q, "hits": hits}
     if not search.is_valid():
         ctx["search_error"] = first_error(search)
@@ -554,10 +701,12 @@ def generate(request, tree_id: int, node_id: int):
     ctx = {"tree": tree, "node": node}
     try:
         bodies = gen.params_for_models(tree, request.POST)
-        if request.POST.get("save_defaults"):
-            tree.settings = {k: v for k, v in bodies[0].items() if k != "prompt"}
-            tree.save(update_fields=["settings", "updated_at"])
-        generations = gen.start_many(request.user, tree, node, bodies)
+        with transaction.atomic():  # a refusal keeps neither the defaults nor the memory
+            _save_context(tree, request.POST)
+            if request.POST.get("save_defaults"):
+                tree.settings = {k: v for k, v in bodies[0].items() if k != "prompt"}
+                tree.save(update_fields=["settings", "updated_at"])
+            generations = gen.start_many(request.user, tree, node, bodies)
     except gen.FormInvalid as exc:
         ctx["errors"] = [m for f, m in exc.field_errors if f not in gen.FORM_SLOTS]
         ctx["field_errors"] = gen.error_slots(exc)
@@ -567,6 +716,8 @@ def generate(request, tree_id: int, node_id: int):
         ctx["errors"] = [f"{e.field}: {e.message}" for e in exc.errors]
     except BudgetRefused as exc:
         ctx["errors"] = [exc.message]
+        if not Context.of(tree).empty:
+            ctx["errors"].append("That counts the prompt with the memory and author's note.")
     except BackendError as exc:
         ctx["errors"] = [f"The backend refused: {exc}"]
     else:
@@ -581,6 +732,69 @@ def generate(request, tree_id: int, node_id: int):
     response = render(request, "loom/tree.html#generation-refused", ctx, status=INVALID)
     response["HX-Reswap"] = "none"
     return response
+
+
+@require_POST
+def grow(request, tree_id: int, node_id: int):
+    """Expand the node automatically (depth × breadth, as bulk work), after checking
+    the whole expansion's worst case against the budget; refused whole otherwise."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    try:
+        size = _valid(ExpandForm, request.POST)
+        with transaction.atomic():  # the memory saved only if the expansion starts
+            _save_context(tree, request.POST)
+            started = growing.start(
+                request.user, tree, node, request.POST,
+                depth=size["depth"], breadth=size["breadth"], keep=size["keep"],
+            )  # fmt: skip
+    except gen.FormInvalid as exc:
+        return _notice(request, tree, error="Not expanded; nothing was sent.", errors=exc.errors)
+    except ParamsInvalid as exc:
+        errors = [f"{e.field}: {e.message}" for e in exc.errors]
+        return _notice(request, tree, error="Not expanded; nothing was sent.", errors=errors)
+    except (LoomError, BudgetRefused, BackendError) as exc:
+        message = exc.message if isinstance(exc, BudgetRefused) else str(exc)
+        return _notice(request, tree, error=f"Not expanded: {message}")
+    keep = f", the best {started.keep} of each taken further" if started.keep else ""
+    notice = (
+        f"Expanding node {node.pk}: {started.depth} levels of {started.breadth} children{keep}, "
+        "as bulk work; the nodes appear as they finish. Undo (z) takes the whole expansion back."
+    )
+    return _after(request, tree, node, notice=notice)
+
+
+def _owned_expansion(tree: Tree, expansion_id: int) -> Expansion:
+    return get_object_or_404(Expansion, pk=expansion_id, tree=tree)
+
+
+@require_GET
+def expansion(request, tree_id: int, expansion_id: int):
+    """An expansion's progress (the page asks every second while it runs), with the
+    children of the node being read and the whole-tree outline, which it grows."""
+    tree = owned_tree(request, tree_id)
+    shown = growing.settle_if_done(_owned_expansion(tree, expansion_id))
+    node = Node.objects.filter(pk=int_or_404(request.GET.get("node", "0") or "0"), tree=tree)
+    ctx: dict = {"tree": tree, "x": shown, "oob": True}
+    node = node.first()
+    seen = request.GET.get("seen", "")
+    # The children and the outline only when nodes came since the page last asked (they
+    # are re-rendered whole; the outline's focus should not be taken every second).
+    if node is not None and seen != str(shown.nodes):
+        ctx.update(reader_context(tree, node, children_only=True,
+                                  show_archived=request.session.get(SHOW_ARCHIVED, False)))  # fmt: skip
+        ctx.update(tree_views.outline_context(tree, node, show_archived=ctx["show_archived"]))
+    return render(request, "loom/tree.html#expansion-progress", ctx)
+
+
+@require_POST
+def expansion_cancel(request, tree_id: int, expansion_id: int):
+    tree = owned_tree(request, tree_id)
+    stopped = _owned_expansion(tree, expansion_id)
+    growing.cancel(stopped)
+    if not request.htmx:
+        return redirect(node_url(stopped.root_id or tree.current_id or tree.root.pk, tree))
+    return render(request, "loom/tree.html#expansion-progress", {"tree": tree, "x": stopped})
 
 
 def render_result(request, g):

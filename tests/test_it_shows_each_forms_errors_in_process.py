@@ -97,6 +97,36 @@ CASES: list[tuple[str, dict, dict, str]] = [
         {"append": ""},
         "Nothing changed in the text.",
     ),
+    (
+        "loom:context",
+        {"tree_id": None},
+        {"memory": "M", "note": "N", "note_depth": "-1", "note_unit": "newlines"},
+        "Not saved: note_depth: Ensure this value is greater than or equal to 0.",
+    ),
+    (
+        "loom:code",
+        {"tree_id": None, "node_id": None},
+        {"temperature": "abc"},
+        "'abc' is not a number",
+    ),
+    (
+        "loom:grow",
+        {"tree_id": None, "node_id": None},
+        {"model": "scripted", "depth": "0", "breadth": "3"},
+        "Not expanded: depth: Ensure this value is greater than or equal to 1.",
+    ),
+    (
+        "loom:child_order",
+        {"tree_id": None, "node_id": None},
+        {"order": "alphabet"},
+        "Not changed: order: Select a valid choice",
+    ),
+    (
+        "loom:action",
+        {"tree_id": None, "node_id": None, "action": "rate"},
+        {"value": "sideways"},
+        "Rate a node up, down or none.",
+    ),
     ("batch:new", {}, {"format": "auto", "title": "t"}, "Choose a file of prompts"),
     ("batch:new", {}, {"temperature": "abc"}, "'abc' is not a number"),
     ("feedback_new", {}, {"message": "", "page_url": "/x"}, "This field is required."),
@@ -135,6 +165,9 @@ NO_ERRORS = {
     "batch:results": "the detail page's table alone: the same page number and flag as batch:detail",
     "feedback_new#form": "the form itself: `page` is any text, shown (cut to 2,000) for the user to edit",
     "budget_request#form": "the form: someone else's or a malformed key is a 404, asked/left only suggest",
+    "api_key_revoke": "confirm is a flag: without it the page asks first (api/test_it_revokes_a_key.py)",
+    "plain_view": "plain is a flag (any other value is off); next is only followed to this site",
+    "loom:expansion": "node and seen only pick what to re-render; a node not in the tree shows none",
 }
 
 

@@ -118,8 +118,8 @@ PARAMS = ["model", "prompt", "max_tokens", "n", "temperature", "top_p", "top_k",
 LOOM_GEN = ["n", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "logprobs",
             "model", "models", "stop_1", "stop_2", "save_defaults"]  # fmt: skip
 ACTIONS = ["edit", "child", "split", "merge", "move", "delete", "bookmark", "archive", "tag",
-           "untag", "alternative", "expand", "hoist", "unhoist"]  # fmt: skip
-NODE_FIELDS = ["text", "as_sibling", "offset", "focus", "target", "tag", "index", "token"]
+           "untag", "alternative", "expand", "hoist", "unhoist", "rate"]  # fmt: skip
+NODE_FIELDS = ["text", "as_sibling", "offset", "focus", "target", "tag", "index", "token", "value"]
 FILTERS = ["q", "model", "since", "until", "page"]
 
 # url name -> (method, fields it reads). "FILE" marks the upload field.
@@ -163,8 +163,8 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "inspect_result": ("GET", []),
     "inspect_export": ("GET", []),
     "inspect_save": ("POST", ["title"]),
-    "loom:trees": ("POST", ["prompt", "title", "q"]),
-    "loom:trees#search": ("GET", ["q"]),
+    "loom:trees": ("POST", ["prompt", "title", "q", "whole"]),
+    "loom:trees#search": ("GET", ["q", "whole"]),
     "loom:import": ("POST", ["FILE"]),
     "loom:recover": ("POST", ["generation", "tree", "node"]),
     "loom:recover#page": ("GET", []),
@@ -177,16 +177,26 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:redo": ("POST", []),
     "loom:write_mode": ("POST", ["mode"]),
     "loom:write": ("POST", ["edits", "append", "generate", *LOOM_GEN]),
-    "loom:search": ("GET", ["q"]),
+    "loom:search": ("GET", ["q", "whole"]),
     "loom:export": ("GET", ["node"]),
     "loom:node": ("GET", []),
-    "loom:generate": ("POST", LOOM_GEN),
+    "loom:generate": ("POST", [*LOOM_GEN, "memory", "note", "note_depth", "note_unit"]),
     "loom:path": ("GET", []),
+    "loom:read": ("GET", []),
+    "loom:grow": (
+        "POST",
+        [*LOOM_GEN, "depth", "breadth", "keep", "memory", "note", "note_depth", "note_unit"],
+    ),
+    "loom:expansion": ("GET", ["node", "seen"]),
+    "loom:expansion_cancel": ("POST", []),
     "loom:outline_children": ("GET", ["level"]),
     "loom:graph": ("GET", []),
     "loom:graph_data": ("GET", []),
     "loom:bookmark_step": ("GET", []),
     "loom:show_archived": ("POST", []),
+    "loom:child_order": ("POST", ["order", "hide_down"]),
+    "loom:context": ("POST", ["memory", "note", "note_depth", "note_unit"]),
+    "loom:code": ("POST", [*LOOM_GEN, "memory", "note", "note_depth", "note_unit"]),
     "loom:action": ("POST", NODE_FIELDS),
     "api_keys": ("POST", ["name"]),
     "batch:list": ("GET", []),
@@ -199,7 +209,6 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "batch:item_retry": ("POST", []),
     "batch:item_workbench": ("GET", []),
     "batch:item_loom": ("POST", []),
-    "api_key_revoke": ("POST", []),
     "feedback_list": ("GET", []),
     "feedback_new": ("POST", ["message", "page_url", "reported_at", "request_id"]),
     "feedback_new#form": ("GET", ["page"]),
@@ -207,6 +216,8 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "budget_request": ("POST", ["key", "amount", "reason"]),
     "budget_request#form": ("GET", ["key", "asked", "left"]),
     "budget_request_withdraw": ("POST", []),
+    "api_key_revoke": ("POST", ["confirm"]),
+    "plain_view": ("POST", ["plain", "next"]),
 }
 NOT_FUZZED = {
     "health": "public, takes no input",

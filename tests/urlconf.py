@@ -36,7 +36,7 @@ def make_world(user) -> dict[str, Any]:
     from batch.models import Batch, BatchItem
     from completions.models import Generation
     from feedback.models import BudgetRequest, Feedback
-    from loom.models import Author, Tree
+    from loom.models import Author, Expansion, Tree
     from workbench.models import Draft, Preset, Run, SavedPrompt
 
     tree = Tree.objects.create_from_prompt(user, "The owl sang")
@@ -87,6 +87,9 @@ def make_world(user) -> dict[str, Any]:
         "budget_request_id": BudgetRequest.objects.create(owner=user, amount=10, reason="more").pk,
         "batch_id": batch.pk,
         "item_id": [item.pk, failed.pk],
+        "expansion_id": Expansion.objects.create(
+            tree=tree, root=child, depth=1, breadth=2, body={"n": 2}, state="done"
+        ).pk,
     }
     client = Client(raise_request_exception=False)
     client.force_login(user)
@@ -99,20 +102,32 @@ def snapshot(user) -> str:
     from batch.models import Batch, BatchItem
     from completions.models import Generation, TokenBudget
     from feedback.models import BudgetRequest, Feedback
-    from loom.models import Node, RedoEntry, Tree
+    from loom.models import Expansion, Node, RedoEntry, Tree
     from workbench.models import Draft, Preset, Run, Sample, SavedPrompt
 
     parts = [
         list(
             Tree.objects.filter(owner=user)
             .order_by("pk")
-            .values_list("pk", "title", "hoisted_id", "write_mode")
+            .values_list(
+                "pk",
+                "title",
+                "hoisted_id",
+                "write_mode",
+                "child_order",
+                "hide_down",
+                "memory",
+                "note",
+                "note_depth",
+                "note_unit",
+            )
         ),
         list(RedoEntry.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "label")),
+        list(Expansion.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "state")),
         list(
             Node.objects.filter(tree__owner=user)
             .order_by("pk")
-            .values_list("pk", "parent_id", "text", "tags", "bookmarked", "archived")
+            .values_list("pk", "parent_id", "text", "tags", "bookmarked", "archived", "rating")
         ),
         list(Run.objects.filter(owner=user).order_by("pk").values_list("pk", "title", "note")),
         list(Sample.objects.filter(run__owner=user).order_by("pk").values_list("pk", "text")),

@@ -38,8 +38,10 @@ def as_python(body: dict[str, Any], base_url: str) -> str:
         "",
         "from openai import OpenAI",
         "",
-        f"client = OpenAI(base_url={_py(base_url.rstrip('/'))}, "
-        f'api_key=os.environ.get("{API_KEY_VAR}", "none"))',
+        "client = OpenAI(",
+        f"    base_url={_py(base_url.rstrip('/'))},",
+        f'    api_key=os.environ.get("{API_KEY_VAR}", "none"),',
+        ")",
         "",
         "resp = client.completions.create(",
     ]

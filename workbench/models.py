@@ -109,6 +109,7 @@ class RunQuerySet(models.QuerySet):
         run = self.create(
             owner_id=row.owner_id,
             generation=row,
+            number=row.pk,
             kind=row.kind,
             title=title.strip()[:200],
             note=note.strip(),
@@ -170,6 +171,9 @@ class Run(models.Model):
     generation = models.ForeignKey(
         Generation, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )
+    # The run's one number: the generation's, which the Workbench shows ("run 29"),
+    # kept when the checkpoint is purged.
+    number = models.BigIntegerField(null=True, blank=True)
     kind = models.CharField(max_length=16, default="workbench")
     title = models.CharField(max_length=200, blank=True)
     note = models.TextField(blank=True)
@@ -201,7 +205,12 @@ class Run(models.Model):
         # GinIndex needs django.contrib.postgres in INSTALLED_APPS, which we do not use.
 
     def __str__(self) -> str:
-        return self.title or f"run {self.pk}"
+        return self.title or self.label
+
+    @property
+    def label(self) -> str:
+        """ "run 29": the number the Workbench showed for it."""
+        return f"run {self.number}" if self.number is not None else f"History entry {self.pk}"
 
     @property
     def display_title(self) -> str:
@@ -223,6 +232,7 @@ class Run(models.Model):
         samples = self.samples.all() if samples is None else samples
         return {
             "id": self.pk,
+            "run": self.number,
             "kind": self.kind,
             "title": self.title,
             "note": self.note,

@@ -1,7 +1,7 @@
 """The Workbench's parameter fields: which of the door's parameters it shows, what a
-fresh page holds, and the seed's defaults (a value equal to one is left out of the
-request, so the request and View code say only what matters). Parsing, bounds and the
-door's rules are the shared form's (completions.forms.ParamsForm)."""
+fresh page holds, and the seed's defaults (shown in the help; every parameter is sent,
+defaults included, so what a run records is its whole request). Parsing, bounds and
+the door's rules are the shared form's (completions.forms.ParamsForm)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ class Param:
     default: Any  # the seed's default; None = unset
     initial: Any  # what a fresh Workbench shows
     help: str = ""
-    # Sent even when equal to the seed default (the seed says to always set these).
-    always: bool = False
 
     @property
     def label(self) -> str:
@@ -54,8 +52,7 @@ def _help(name: str, extra: str) -> str:
 
 
 PARAMS: list[Param] = [
-    Param(name, BOUNDS[name].kind, _UI[name][0], _UI[name][1], _help(name, _UI[name][2]),
-          always=name == "max_tokens")
+    Param(name, BOUNDS[name].kind, _UI[name][0], _UI[name][1], _help(name, _UI[name][2]))
     for name in [*PAGE_NUMBERS, *PAGE_CHECKS]
 ]  # fmt: skip
 BY_NAME = {p.name: p for p in PARAMS}
@@ -79,11 +76,10 @@ def parse(
                 for m in e.messages
             ]
         )
-    data = form.request_body()
-    for param in PARAMS:
-        if param.name in data and data[param.name] == param.default and not param.always:
-            del data[param.name]
-    return data, invalid, form.info
+    # Every parameter the form shows is sent, defaults included: what is recorded (and
+    # shown by View code, Compare, History and its exports) is then the whole request,
+    # never "whatever the backend's defaults were".
+    return form.request_body(), invalid, form.info
 
 
 def form_values(body: dict[str, Any] | None) -> dict[str, Any]:

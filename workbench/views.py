@@ -28,6 +28,7 @@ from workbench import code, drafts, params
 from workbench.display import LEGEND, sample_views
 from workbench.drafts import DraftForm
 from workbench.forms import PresetForm, SavedPromptForm, SaveForm, check_text
+from workbench.hints import model_hints
 from workbench.models import TRANSPORT_PARAMS, Draft, Preset, Run, SavedPrompt
 
 PAGE = "workbench/workbench.html"
@@ -64,7 +65,12 @@ def _default_model(models: list[ModelInfo]) -> str:
 
 def params_context(values: dict[str, Any], models: list[ModelInfo], model_error: str) -> dict:
     chosen = values.get("model") or _default_model(models)
-    fields = [{"p": p, "value": values.get(p.name)} for p in params.PARAMS]
+    info = next((m for m in models if m.id == chosen), None)
+    hints = model_hints(info)
+    fields = [
+        {"p": p, "value": values.get(p.name), "help": hints.get(p.name, p.help)}
+        for p in params.PARAMS
+    ]
     return {
         "values": values,
         "fields": fields,
@@ -212,11 +218,14 @@ def check(request: HttpRequest) -> HttpResponse:
     if info is not None and isinstance(data.get("prompt"), str) and data["prompt"]:
         counts = count_tokens(info.id, data["prompt"])
         tokens = counts[0] if counts else None
-    return render(
-        request,
-        f"{PAGE}#check",
-        {"errors": _error_slots(invalid), "tokens": tokens, "counted": info is not None},
-    )
+    context = {
+        "errors": _error_slots(invalid),
+        "tokens": tokens,
+        "counted": info is not None,
+        # The chosen model's own help (its logprobs cap, what its tokenizer adds).
+        "hints": sorted(model_hints(info).items()),
+    }
+    return render(request, f"{PAGE}#check", context)
 
 
 @require_POST

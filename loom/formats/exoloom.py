@@ -43,7 +43,8 @@ def import_exoloom(source: IO[bytes], title: str, owner: Any) -> Tree:
     _read(Events(source), lambda nid, n: writer.add(_record(nid, n, marked, pruned)[0]))
     parsed = Parsed(
         fmt="exoloom",
-        title=as_str(doc["tree"].get("title") or title, "tree.title"),
+        title=as_str(doc["tree"].get("title") or "", "tree.title"),
+        fallback=title,
         records=[],
         extra={
             "exoloom": {"version": doc.get("version"), "schemaVersion": doc.get("schemaVersion")}

@@ -37,7 +37,8 @@ _WEFT_RECORD = """json_build_object(
     'checkpoint', checkpoint, 'request_id', request_id, 'params', params, 'seed', seed,
     'finish_reason', finish_reason, 'logprobs', logprobs, 'created_at', created_at,
     'visited_at', visited_at, 'bookmarked', bookmarked, 'tags', tags, 'archived', archived,
-    'source_id', source_id, 'extra', extra)::text"""
+    'rating', rating, 'prompt_context', prompt_context, 'source_id', source_id,
+    'extra', extra)::text"""
 
 
 def weft_json(tree: Tree) -> Iterator[str]:
@@ -50,6 +51,12 @@ def weft_json(tree: Tree) -> Iterator[str]:
             "extra": tree.extra,
             "created_at": tree.created_at.isoformat(),
             "current": tree.current_id,
+            "memory": tree.memory,
+            "note": tree.note,
+            "note_depth": tree.note_depth,
+            "note_unit": tree.note_unit,
+            "child_order": tree.child_order,
+            "hide_down": tree.hide_down,
         },
     }
     yield _dump(head)[:-1] + ',"nodes":[\n'
@@ -244,7 +251,7 @@ def exoloom_json(tree: Tree) -> Iterator[str]:
 
 
 _MINILOOM_COLUMNS = f"""text, author, checkpoint, finish_reason,
-    {_EPOCH_MS.format("created_at")}, visited_at IS NOT NULL, extra, {_CHILD_KEYS}"""
+    {_EPOCH_MS.format("created_at")}, visited_at IS NOT NULL, extra, {_CHILD_KEYS}, rating"""
 # Context before an appended segment, as diff-match-patch's patch_make keeps.
 _PATCH_MARGIN = 4
 
@@ -280,7 +287,7 @@ def miniloom_json(tree: Tree) -> Iterator[str]:
     sep = ""
     walk = Node.objects.preorder(tree, select=f"{_PYLOOM_KEY}, {_MINILOOM_COLUMNS}")
     keys: list[str] = []
-    for depth, (key, text, author, model, finish, stamp, read, extra, kids) in walk:
+    for depth, (key, text, author, model, finish, stamp, read, extra, kids, rating) in walk:
         del keys[depth:]
         path.cut_to(keys[-1] if keys else None)
         extra = json.loads(extra) if isinstance(extra, str) else extra  # Django reads jsonb as text
@@ -300,7 +307,8 @@ def miniloom_json(tree: Tree) -> Iterator[str]:
             "type": kind,
             "patch": patch,
             "summary": extra.get("summary", ""),
-            "rating": extra.get("rating"),
+            # MiniLoom's thumbs: true up, false down, null none (Weft's rating).
+            "rating": {1: True, -1: False}.get(rating),
             "read": bool(extra.get("read")) or read,
             "parent": keys[-1] if keys else None,
             "children": json.loads(kids),

@@ -71,6 +71,26 @@ def parse(data: bytes | IO[bytes], *, filename: str = "", owner) -> list[Tree]:
         raise ImportRefused("The file is empty.")
     source.seek(0)
     base = filename.rsplit("/", 1)[-1].split(".", 1)[0] or "Imported tree"
+    if filename.lower().endswith(TEXT_SUFFIXES):
+        # A text file is a one-node tree, unless it is a tree file saved under a
+        # .txt name (a Weft JSONL export, a JSON document): tried first, in a savepoint.
+        if _starts_like_json(source):
+            try:
+                with transaction.atomic():
+                    return _parse_tree(source, filename, base, owner)
+            except ImportRefused:
+                source.seek(0)
+        return [import_text(owner, source, base)]
+    return _parse_tree(source, filename, base, owner)
+
+
+def _starts_like_json(source: IO[bytes]) -> bool:
+    head = source.read(4096).lstrip()
+    source.seek(0)
+    return head[:1] in (b"{", b"[")
+
+
+def _parse_tree(source: IO[bytes], filename: str, base: str, owner) -> list[Tree]:
     try:
         if filename.lower().endswith((".jsonl", ".ndjson")) or is_weft_jsonl(source):
             writer = TreeWriter(owner)
@@ -92,6 +112,24 @@ def parse(data: bytes | IO[bytes], *, filename: str = "", owner) -> list[Tree]:
         return [import_miniloom(source, base, owner)]
     except JSONRefused as exc:
         raise ImportRefused(str(exc)) from None
+
+
+# A plain text file is one node: the root of a new tree.
+TEXT_SUFFIXES = (".txt", ".text", ".md")
+
+
+def import_text(owner, source: IO[bytes], name: str) -> Tree:
+    raw = source.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportRefused(
+            f"The text file is not UTF-8 (byte {exc.start:,} cannot be read)."
+        ) from None
+    if "\x00" in text:
+        raise ImportRefused("The text file holds a NUL character, which a tree cannot store.")
+    text = text.replace("\r\n", "\n")
+    return Tree.objects.create_from_prompt(owner, text, title="" if text.strip() else name)
 
 
 class Glance:

@@ -47,4 +47,4 @@ def parse_jsonl(source: IO[bytes], title: str, writer: TreeWriter) -> Parsed:
         except JSONRefused as exc:
             raise ImportRefused(str(exc).replace("The file", f"Line {number}", 1)) from None
         writer.add(weft_record(number - 1, node))
-    return Parsed(fmt="jsonl", title=title, records=[])
+    return Parsed(fmt="jsonl", title="", records=[], fallback=title)

@@ -54,7 +54,9 @@ def import_miniloom(source: IO[bytes], title: str, owner: Any) -> Tree:
         writer.add(rec)
 
     _read(Events(source), write)
-    parsed = Parsed(fmt="miniloom", title=title, records=[], extra={"miniloom": {"focus": focus}})
+    parsed = Parsed(
+        fmt="miniloom", title="", fallback=title, records=[], extra={"miniloom": {"focus": focus}}
+    )
     return writer.finish(parsed, check=False)
 
 
@@ -164,14 +166,14 @@ def _record(nid: str, n: dict) -> tuple[Rec, list[str], str]:
             for k, v in {
                 "checkpoint": str(n.get("model") or "")[:300] if is_model else "",
                 "finish_reason": str(n.get("finishReason") or "")[:20],
+                # MiniLoom's thumbs (true up, false down) are Weft's rating.
+                "rating": {True: 1, False: -1}.get(n["rating"])
+                if isinstance(n.get("rating"), bool)
+                else None,
             }.items()
             if v
         },
-        extra={
-            k: n[k]
-            for k in ("type", "summary", "rating", "read", "model", "finishReason")
-            if k in n
-        },
+        extra={k: n[k] for k in ("type", "summary", "read", "model", "finishReason") if k in n},
     )
     return rec, [str(k) for k in kids], as_str(patch, f"node {nid!r} patch")
 

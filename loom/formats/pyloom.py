@@ -97,7 +97,8 @@ def parse_pyloom(events: Events, title: str, writer: TreeWriter, *, bare: bool =
     current = top.get("selected_node_id")
     return Parsed(
         fmt="pyloom",
-        title=title,
+        title="",  # pyloom files have no title of their own: the first text names it
+        fallback=title,
         records=[],
         settings=_pyloom_settings(top.get("generation_settings")),
         extra={"pyloom": top} if top else {},

@@ -44,11 +44,13 @@ class Rec:
 @dataclass
 class Parsed:
     fmt: str
-    title: str
+    title: str  # the file's own title; "" when it has none (the first text is used)
     records: list[Rec]
     settings: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
     current: str | None = None
+    fallback: str = ""  # the title when the tree has no text at all (the file name)
+    tree_fields: dict = field(default_factory=dict)  # other Tree columns (Weft JSON)
 
 
 # --- checks shared by the parsers -------------------------------------------------------
@@ -227,6 +229,8 @@ class TreeWriter:
         self.batch: list[Node] = []
         self.free: list[int] = []
         self.first_root: int | None = None
+        # The first text in the tree's order (ids are taken in preorder), for a title.
+        self.first_text: tuple[int, str] | None = None
         self.now = timezone.now()
 
     def new_id(self) -> int:
@@ -258,6 +262,8 @@ class TreeWriter:
         node_id, parent_id, position = self.place(rec)
         if parent_id is None and self.first_root is None:
             self.first_root = node_id
+        if rec.text.strip() and (self.first_text is None or node_id < self.first_text[0]):
+            self.first_text = (node_id, rec.text[:400])
         fields = {k: v for k, v in rec.fields.items() if k != "position"}
         self.batch.append(
             Node(
@@ -316,16 +322,30 @@ class TreeWriter:
         if check:
             self.check(one_root=one_root)
         tree = self.tree
-        tree.title = parsed.title[:200] or "Imported tree"
+        tree.title = title_for(parsed, self.first_text[1] if self.first_text else "")
         tree.settings = parsed.settings
         tree.extra = parsed.extra
         tree.current_id = self.current(parsed) or self.first_root
-        tree.save(update_fields=["title", "settings", "extra", "current"])
+        for name, value in parsed.tree_fields.items():
+            setattr(tree, name, value)
+        tree.save(update_fields=["title", "settings", "extra", "current", *parsed.tree_fields])
         return tree
 
     def current(self, parsed: Parsed) -> int | None:
         current = self.ids.get(parsed.current) if parsed.current else None
         return current if current in self.parent_of else None
+
+
+def title_for(parsed: Parsed, first_text: str) -> str:
+    """The file's own title, else the first words of its first text (the root's, or
+    the first below an empty root), else the file name: not seven rows named after
+    near-identical file names."""
+    if parsed.title.strip():
+        return parsed.title.strip()[:200]
+    if first_text.strip():
+        words = " ".join(first_text.split())
+        return (words[:60] + "…") if len(words) > 60 else words
+    return parsed.fallback[:200] or "Imported tree"
 
 
 class PlannedWriter(TreeWriter):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loom.context import MAX_DEPTH
 from loom.formats.jsonstream import Events
 from loom.formats.records import (
     ImportRefused,
@@ -16,7 +17,7 @@ from loom.formats.records import (
     as_str,
     as_when,
 )
-from loom.models import Author, Node
+from loom.models import Author, ChildOrder, Node, NoteUnit
 
 # Each optional Weft column: its type and the range its database column holds.
 _WEFT_FIELDS: dict[str, tuple[type, int | None, int | None]] = {
@@ -28,6 +29,8 @@ _WEFT_FIELDS: dict[str, tuple[type, int | None, int | None]] = {
     "params": (dict, None, None),
     "seed": (int, -(2**63), 2**63 - 1),
     "logprobs": (dict, None, None),
+    "rating": (int, -1, 1),
+    "prompt_context": (dict, None, None),
 }
 
 
@@ -37,6 +40,8 @@ def _weft_field(key: str, name: str, value: Any) -> Any:
         raise ImportRefused(f"Node {key!r}: {name} must be {_KIND_NAMES[kind]}.")
     if kind is int and not low <= value <= high:
         raise ImportRefused(f"Node {key!r}: {name} must be between {low:,} and {high:,}.")
+    if name == "rating" and value == 0:
+        return None  # no rating
     if kind is str and len(value) > high:
         raise ImportRefused(f"Node {key!r}: {name} is longer than {high} characters.")
     if name == "logprobs":
@@ -110,7 +115,33 @@ def parse_weft(events: Events, writer: TreeWriter) -> Parsed:
         settings=as_dict(head.get("settings") or {}, "tree.settings"),
         extra=as_dict(head.get("extra") or {}, "tree.extra"),
         current=None if current is None else str(current),
+        tree_fields=_tree_fields(head),
     )
+
+
+def _tree_fields(head: dict) -> dict[str, Any]:
+    """The memory, author's note and children's order of a Weft JSON tree (each
+    optional: files written before they existed have none)."""
+    out: dict[str, Any] = {}
+    for name in ("memory", "note"):
+        if head.get(name) is not None:
+            value = as_str(head[name], f"tree.{name}")
+            if "\x00" in value:
+                raise ImportRefused(f"tree.{name} holds a NUL character.")
+            out[name] = value
+    depth = head.get("note_depth")
+    if depth is not None:
+        if not isinstance(depth, int) or isinstance(depth, bool) or not 0 <= depth <= MAX_DEPTH:
+            raise ImportRefused(f"tree.note_depth must be a whole number from 0 to {MAX_DEPTH:,}.")
+        out["note_depth"] = depth
+    for name, choices in (("note_unit", NoteUnit.values), ("child_order", ChildOrder.values)):
+        if head.get(name) is not None:
+            if head[name] not in choices:
+                raise ImportRefused(f"tree.{name} must be one of {', '.join(choices)}.")
+            out[name] = head[name]
+    if head.get("hide_down") is not None:
+        out["hide_down"] = bool(head["hide_down"])
+    return out
 
 
 def weft_record(i: int, n: Any) -> Rec:

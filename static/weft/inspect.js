@@ -3,6 +3,13 @@
 (() => {
   const MODE_KEY = "weft.inspect.colourMode";
 
+  // The legend of the mode shown, and only that one.
+  function showLegend(mode) {
+    document.querySelectorAll("[data-legend-mode]").forEach((el) => {
+      el.hidden = el.dataset.legendMode !== mode;
+    });
+  }
+
   function applyMode(root) {
     const tokens = root.querySelector("#tokens[data-mode]");
     if (!tokens) return;
@@ -12,6 +19,7 @@
       const radio = root.querySelector(`input[name="colour-mode"][value="${saved}"]`);
       if (radio) radio.checked = true;
     }
+    showLegend(tokens.dataset.mode);
   }
 
   function showSource(form) {
@@ -28,6 +36,7 @@
       const tokens = document.querySelector("#tokens[data-mode]");
       if (tokens) tokens.dataset.mode = el.value;
       localStorage.setItem(MODE_KEY, el.value);
+      showLegend(el.value);
     } else if (el.name === "source" && el.form) {
       showSource(el.form);
     }

@@ -14,13 +14,12 @@
     htmx.ajax(verb, url, { target: "#loom-reader", swap: "outerHTML", values: values || {},
                            source: source || reader(), headers: { "X-CSRFToken": csrf() } });
 
-  // --- notices: one fixed area (#loom-notices), never inside the layout ---------------
-  const NOTICE_MS = 6000;
-  const ERROR_MS = 15000;
+  // --- notices: one strip above the reader (#loom-notices), one notice at a time ----------
+  const NOTICE_MS = 8000;
   function arm(el) {
-    if (el.dataset.armed) return;
+    if (el.dataset.armed || el.classList.contains("error")) return;  // errors stay until dismissed
     el.dataset.armed = "1";
-    setTimeout(() => el.remove(), el.classList.contains("error") ? ERROR_MS : NOTICE_MS);
+    setTimeout(() => el.remove(), NOTICE_MS);
   }
   function toast(text, kind) {
     const box = document.getElementById("loom-notices");
@@ -29,7 +28,13 @@
     el.className = `toast ${kind || "notice"}`;
     if (kind === "error") el.setAttribute("role", "alert");
     el.textContent = text;
-    box.append(el);
+    const close = document.createElement("button");
+    close.type = "button";
+    close.className = "linkish toast-close";
+    close.setAttribute("aria-label", "Dismiss");
+    close.textContent = "×";
+    el.append(close);
+    box.replaceChildren(el);
     arm(el);
   }
   const armAll = () => document.querySelectorAll("#loom-notices .toast").forEach(arm);
@@ -152,12 +157,27 @@
   }
 
   // --- navigation and keys ----------------------------------------------------------------
+  const urlOf = (nodeId) => reader().dataset.nodeUrl.replace(/\/0\/$/, `/${nodeId}/`);
+  // One history entry per move, pushed at once (Back then takes one press); the reader
+  // follows. Any other swap that shows another node replaces the address (syncUrl).
   function go(nodeId) {
     const r = reader();
     if (!r || !nodeId) return;
     if (dirty()) { toast("Save or discard your changes to the text first.", "error"); return; }
-    const url = r.dataset.nodeUrl.replace(/\/0\/$/, `/${nodeId}/`);
-    swapReader("GET", url).then(() => history.pushState({ loom: nodeId }, "", url));
+    const url = urlOf(nodeId);
+    if (location.pathname !== url) history.pushState({ loom: String(nodeId) }, "", url);
+    swapReader("GET", url);
+  }
+  let stepping = false;  // d / a: a move too, so it gets its own history entry
+  function syncUrl() {
+    const r = reader();
+    if (!r) return;
+    const url = urlOf(r.dataset.node);
+    if (location.pathname !== url) {
+      if (stepping) history.pushState({ loom: r.dataset.node }, "", url);
+      else history.replaceState({ loom: r.dataset.node }, "", url);
+    }
+    stepping = false;
   }
   const act = (name, values) => {
     const r = reader();
@@ -195,10 +215,22 @@
     Backspace: () => { if (reader().dataset.parent) act("delete"); },
     z: () => swapReader("POST", reader().dataset.undoUrl),
     y: () => swapReader("POST", reader().dataset.redoUrl),
-    d: () => swapReader("GET", reader().dataset.bookmarkUrl.replace("DIR", "next")),
-    a: () => swapReader("GET", reader().dataset.bookmarkUrl.replace("DIR", "prev")),
+    d: () => { stepping = true; swapReader("GET", reader().dataset.bookmarkUrl.replace("DIR", "next")); },
+    a: () => { stepping = true; swapReader("GET", reader().dataset.bookmarkUrl.replace("DIR", "prev")); },
+    m: () => { if (reader().dataset.parent) act("merge"); },
+    "+": () => act("rate", { value: "up" }),
+    "-": () => act("rate", { value: "down" }),
     "/": () => { const q = document.getElementById("tree-q"); if (q) q.focus(); },
-    "?": () => { const d = document.getElementById("key-help"); if (d.open) d.close(); else d.showModal(); },
+    v: () => { location.href = reader().dataset.readUrl; },
+    "?": () => {
+      const d = document.getElementById("key-help");
+      if (d.open) { d.close(); return; }
+      d.showModal();
+      // Opened at its top, heading first (the focus would otherwise go to a control
+      // further down and scroll the list past its heading).
+      d.scrollTop = 0;
+      d.querySelector("h2").focus();
+    },
   };
 
   const typing = (el) =>
@@ -329,6 +361,7 @@
   });
   document.addEventListener("htmx:afterSwap", () => {
     armAll();
+    syncUrl();
     if (!doc() || doc() === shownDoc) return;
     initDoc();
     const cur = document.getElementById("current-seg");
@@ -341,5 +374,10 @@
     initDoc();
     const cur = document.getElementById("current-seg");
     if (cur) cur.scrollIntoView({ block: "nearest" });
+    // Back from read mode: writing at the end of the text.
+    if (location.hash === "#write") {
+      history.replaceState(history.state, "", location.pathname);
+      enterDoc();
+    }
   });
 })();

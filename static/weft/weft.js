@@ -31,3 +31,18 @@ document.addEventListener("click", (e) => {
   const b = e.target.closest("[data-copy-target]");
   if (b) weftCopy(document.getElementById(b.dataset.copyTarget).textContent, b);
 });
+
+// Plain view: the token views' colours off (or on) at once on this page, and saved for
+// the user (every page, every browser: the server renders the body's class).
+document.addEventListener("change", (e) => {
+  const box = e.target.closest && e.target.closest("input[data-plain-view]");
+  if (!box) return;
+  document.body.classList.toggle("plain-view", box.checked);
+  document.querySelectorAll("input[data-plain-view]").forEach((b) => { b.checked = box.checked; });
+  const token = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || "";
+  fetch(box.dataset.plainView, {
+    method: "POST", credentials: "same-origin",
+    headers: { "X-CSRFToken": token, "HX-Request": "true", "Content-Type": "application/x-www-form-urlencoded" },
+    body: box.checked ? "plain=1" : "plain=",
+  });
+});

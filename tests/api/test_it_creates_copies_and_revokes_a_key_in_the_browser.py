@@ -39,9 +39,17 @@ def test_it_creates_copies_and_revokes(proxy_web, make_user, page, login, artifa
     row = page.locator("table.keys tbody tr")
     expect(row).to_have_count(1)
     expect(row).to_contain_text("notebook")
-    page.once("dialog", lambda dialog: dialog.accept())
+    # A first revoke, declined in its confirmation, changes nothing.
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    row.get_by_role("button", name="Revoke notebook").click()
+    page.wait_for_timeout(300)
+    assert asked and "Revoke “notebook”?" in asked[0]
+    expect(row).not_to_contain_text("revoked")
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     row.get_by_role("button", name="Revoke notebook").click()
     expect(row).to_contain_text("revoked")
+    assert len(asked) == 2
     expect(row.get_by_role("button")).to_have_count(0)
     page.screenshot(path=artifacts_dir / "api-keys-revoked.png", full_page=True)
 

@@ -65,5 +65,5 @@ def test_it_lists_usage_against_the_budget(client, make_user, make_key, settings
     make_key(user, "small", budget=1234)
     client.force_login(user)
     html = client.get("/keys/").content.decode()
-    assert "0 of 5000 tokens" in html and "0 of 1234 tokens" in html
+    assert "0 of 5,000 tokens" in html and "0 of 1,234 tokens" in html
     assert html.count('<tr id="key-') == 2

@@ -30,7 +30,7 @@ def test_it_keeps_the_secret_out_of_the_database_and_the_logs(client, make_user,
     secret = html.split('<pre id="key-secret" class="code">')[1].split("</pre>")[0]
     assert ApiKey.objects.authenticate(secret) == key
     client.get("/keys/")
-    client.post(f"/keys/{key.pk}/revoke/")
+    client.post(f"/keys/{key.pk}/revoke/", {"confirm": "1"})
 
     assert key.secret_hash == hashlib.sha256(secret.encode()).hexdigest()
     stored = everything_in_the_database()

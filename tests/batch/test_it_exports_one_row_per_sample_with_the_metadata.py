@@ -10,6 +10,7 @@ import pytest
 from django.http import StreamingHttpResponse
 
 from batch.models import Batch, BatchItem
+from completions.models import Generation
 
 pytestmark = pytest.mark.django_db
 
@@ -18,8 +19,14 @@ def _world(user) -> Batch:
     batch = Batch.objects.create(owner=user, title="exp", params={"model": "scripted", "n": 2,
                                  "max_tokens": 4}, total=3, state="done")  # fmt: skip
     sample = {"finish_reason": "length", "tokens": 4}
+    sent = Generation.objects.create(
+        owner=user, kind="workbench", workload="batch", state="done", target={"batch": batch.pk},
+        params={"model": "scripted", "prompt": "x", "n": 2, "max_tokens": 4, "seed": 1234,
+                "temperature": 1.0, "top_p": 1.0, "stream": False},
+    )  # fmt: skip
     BatchItem.objects.create(
         batch=batch,
+        generation=sent,
         index=0,
         line=1,
         prompt='Say "hi",\nthen',
@@ -72,9 +79,13 @@ def test_it_exports_one_row_per_sample_with_the_metadata(client, make_user):
     assert response["Content-Type"] == "application/x-ndjson"
     assert f'filename="weft-batch-{batch.pk}.jsonl"' in response["Content-Disposition"]
     lines = [json.loads(line) for line in _body(response).splitlines()]
-    assert [list(line) == [*COLUMNS[:8], "error_code", *COLUMNS[8:]] for line in lines] == [
-        True
-    ] * 5
+    ours = ["error_code", "seed", "settings"]
+    assert [list(line) == [*COLUMNS[:8], *ours, *COLUMNS[8:]] for line in lines] == [True] * 5
+    # Each row's seed and settings as sent (every parameter), else the batch's own.
+    assert [line["seed"] for line in lines] == [1234, 1234, None, None, None]
+    assert lines[0]["settings"] == {"model": "scripted", "n": 2, "max_tokens": 4, "seed": 1234,
+                                    "temperature": 1.0, "top_p": 1.0}  # fmt: skip
+    assert lines[2]["settings"] == batch.params
     assert [tuple(line[c] for c in COLUMNS) for line in lines] == EXPECTED
     assert lines[4]["error_code"] == "upstream_error"
 

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from completions import budget
@@ -20,11 +22,12 @@ def test_it_shows_budget_used_reserved_remaining_and_days(client, make_user, bud
     response = client.get("/usage/")
     assert response.status_code == 200
     page = response.content.decode()
-    assert 'id="usage-budget">50000<' in page
-    assert 'id="usage-used">1234<' in page
+    assert 'id="usage-budget">50,000<' in page
+    assert 'id="usage-used">1,234<' in page  # thousands separated
     assert 'id="usage-reserved">300<' in page
-    assert 'id="usage-remaining">48466<' in page
-    assert f"<td>{month:%Y-%m-%d}</td><td>3</td><td>1000</td><td>234</td><td>1234</td>" in page
+    assert 'id="usage-remaining">48,466<' in page
+    row = re.sub(r">\s+<", "><", page)
+    assert f"<td>{month:%Y-%m-%d}</td><td>3</td><td>1,000</td><td>234</td><td>1,234</td>" in row
     assert "<nav" in page  # the real layout, not a placeholder
 
 

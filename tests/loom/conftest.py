@@ -107,3 +107,12 @@ def fast_passwords(request, settings):
     log in through the real server do not need it."""
     if "loom_stack" not in request.fixturenames:
         settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def shown_node(response) -> int:
+    """The node a reader fragment shows (its #loom-reader's data-node)."""
+    import re
+
+    match = re.search(r'id="loom-reader"[^>]*?data-node="(\d+)"', response.content.decode(), re.S)
+    assert match, "no reader in the response"
+    return int(match[1])

@@ -53,7 +53,7 @@ def test_it_grows_edits_and_exports_a_tree(
     press(page, "ArrowLeft", root.pk)
     press(page, "ArrowRight", kids[1].pk)  # the last visited child
     page.keyboard.press("?")
-    expect(page.get_by_role("dialog", name="Keyboard shortcuts")).to_be_visible()
+    expect(page.get_by_role("dialog", name="Keys")).to_be_visible()
     page.keyboard.press("Escape")
 
     # e: edit in place. Keys typed into the field do not navigate.

@@ -34,7 +34,8 @@ def test_it_opens_alternatives_by_keyboard_over_the_scrolling_panel(
 ):
     user = make_user("keys")
     tree, node = long_tree(user)
-    page.set_viewport_size({"width": 1280, "height": 800})
+    # Tall enough for the popover to open below the panel's last line, past its edge.
+    page.set_viewport_size({"width": 1280, "height": 900})
     login(loom_stack["url"], "keys")
     page.goto(f"{loom_stack['url']}/loom/{tree.pk}/n/{node.pk}/")
     panel = page.locator("#loom-path")
@@ -47,6 +48,7 @@ def test_it_opens_alternatives_by_keyboard_over_the_scrolling_panel(
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Tab")  # reached by the keyboard
     assert chip.evaluate("el => el === document.activeElement")
+    panel.evaluate("el => { el.scrollTop = el.scrollHeight; }")  # the chip at the very bottom
     page.keyboard.press("Enter")
     pop = page.locator(".tok-pop")
     expect(pop).to_be_visible()

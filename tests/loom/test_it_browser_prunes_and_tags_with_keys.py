@@ -24,7 +24,7 @@ def test_it_prunes_and_tags_with_the_keyboard(loom_stack, make_user, make_tree, 
     reader_at(page, first.pk)
 
     page.keyboard.press("?")
-    help_box = page.get_by_role("dialog", name="Keyboard shortcuts")
+    help_box = page.get_by_role("dialog", name="Keys")
     expect(help_box).to_contain_text("archive")
     expect(help_box).to_contain_text("add a tag")
     page.keyboard.press("Escape")

@@ -12,7 +12,7 @@ from tests.workbench.helpers import fill_run_form
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 WAIT = 30_000
-LEGEND_JS = """() => [...document.querySelectorAll('.tok-legend .tok')].map(
+LEGEND_JS = """() => [...document.querySelectorAll('.tok-legend .tok-scale .tok')].map(
     (el) => [el.className, el.textContent, getComputedStyle(el).backgroundColor])"""
 CHIPS_JS = """(sel) => [...document.querySelectorAll(sel)].map(
     (el) => [[...el.classList].find((c) => /^p[0-9]$/.test(c)), getComputedStyle(el).backgroundColor])"""

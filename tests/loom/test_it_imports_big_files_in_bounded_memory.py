@@ -58,7 +58,7 @@ def test_it_imports_its_jsonl_export_line_by_line(make_tree):
     tree.root.add_child(" b")
     data = "".join(exporters.jsonl(tree)).encode()
     [back] = import_file(tree.owner, data, filename="t.nodes.jsonl")
-    assert tree_shape(back) == tree_shape(tree) and back.title == "t"
+    assert tree_shape(back) == tree_shape(tree) and back.title == "Root"
 
 
 def test_it_refuses_an_oversized_upload_before_reading_it(client, make_user, monkeypatch):

@@ -22,4 +22,4 @@ def test_it_imports_its_own_3000_deep_pyloom_export(make_tree):
     [back] = import_file(tree.owner, data, filename="deep.pyloom.json")
     assert tree_shape(back) == tree_shape(tree)
     assert len(tree_shape(back)) == DEPTH + 1
-    assert back.title == "deep"
+    assert back.title == "start"  # the root's text, not the file name

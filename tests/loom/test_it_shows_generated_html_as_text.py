@@ -2,6 +2,7 @@ import pytest
 
 from loom import generation as gen
 from loom.models import Node
+from tests.loom.conftest import shown_node
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +56,7 @@ def test_it_makes_a_sibling_from_an_alternative_token(client, make_user, make_tr
     assert response.status_code == 200
     sibling = Node.objects.filter(parent=tree.root).exclude(pk=node.pk).get()
     assert sibling.text == " very grey"
-    assert response["HX-Push-Url"].endswith(f"/n/{sibling.pk}/")
+    assert shown_node(response) == sibling.pk
     bad = client.post(
         f"/loom/{tree.pk}/n/{node.pk}/alternative/",
         {"index": 1, "token": " red"},

@@ -85,22 +85,26 @@ def test_it_answers_404_for_another_users_outline_and_graph(client, small, make_
         assert client.get(url).status_code == 404
 
 
-def test_it_lays_out_the_graph_without_overlaps(client, small):
+def test_it_serves_the_graph_its_nodes_in_order(client, small):
     tree, n = small
+    n["b"].rate(1)
+    Node.objects.filter(pk=n["a"].pk).update(params={"model": "m-one"})
     client.force_login(tree.owner)
     assert "loom-graph" in client.get(f"/loom/{tree.pk}/graph/").text
     g = client.get(f"/loom/{tree.pk}/graph/data/").json()
     at = {node_id: i for i, node_id in enumerate(g["ids"])}
     assert len(g["ids"]) == 6
-    boxes = {(g["x"][i], g["y"][i]) for i in range(6)}
-    assert len(boxes) == 6  # no two nodes share a place
     root, a, b = at[n["root"].pk], at[n["a"].pk], at[n["b"].pk]
-    assert g["x"][a] < g["x"][b] and g["y"][a] == g["y"][b] == g["y"][root] + 1
-    assert g["x"][root] == (g["x"][a] + g["x"][b]) / 2  # centred over its children
+    # Children after their parent, in their order (the page lays them out).
+    assert g["parent"][a] == g["parent"][b] == root and a < b and g["parent"][root] == -1
     on_path = {g["ids"][i] for i, f in enumerate(g["flags"]) if f & tree_views.ON_PATH}
     assert on_path == {n["root"].pk, n["a"].pk, n["a1"].pk}
     assert g["flags"][b] & tree_views.BOOKMARK and g["flags"][a] & tree_views.MODEL
+    assert g["flags"][a] & tree_views.UNREAD and g["flags"][b] & tree_views.RATED_UP
     assert g["ids"][g["current"]] == n["a1"].pk
+    # Model colours: a's model has one, human nodes none, and the legend names it.
+    assert g["colour"][a] >= 0 and g["colour"][b] == -1
+    assert [label for label, _ in g["models"]] == ["m-one"]
 
 
 def test_it_serves_a_10000_node_graph_small_and_fast(client, make_tree):
@@ -112,9 +116,9 @@ def test_it_serves_a_10000_node_graph_small_and_fast(client, make_tree):
     response = client.get(f"/loom/{tree.pk}/graph/data/")
     elapsed = time.perf_counter() - t0
     g = json.loads(response.content)
-    assert len(g["ids"]) == 10_000 and g["depth"] == 9  # 3**0 + … + 3**8 = 9,841 < 10,000
-    # Labels are cut to GRAPH_LABEL characters: about 70 bytes a node, not the texts.
-    assert len(response.content) < 10_000 * 100, len(response.content)
+    assert len(g["ids"]) == 10_000 and max(g["parent"]) < 10_000
+    # Labels are cut to GRAPH_LABEL characters: about 90 bytes a node, not the texts.
+    assert len(response.content) < 10_000 * 120, len(response.content)
     assert elapsed < 2.0, elapsed  # sanity only; bench/loom_graph.py measures
     # The outline of a node of this tree lists at most OUTLINE_CHILDREN per level.
     page = client.get(f"/loom/{tree.pk}/n/{g['ids'][-1]}/").text

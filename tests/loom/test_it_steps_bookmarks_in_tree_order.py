@@ -4,7 +4,7 @@ order the bookmarks or nodes were created; one query however deep."""
 import pytest
 
 from loom.models import Node
-from tests.loom.conftest import build_chain
+from tests.loom.conftest import build_chain, shown_node
 
 pytestmark = pytest.mark.django_db
 
@@ -14,7 +14,7 @@ def step(client, tree, node, direction):
         f"/loom/{tree.pk}/n/{node.pk}/bookmark/{direction}/", HTTP_HX_REQUEST="true"
     )
     assert response.status_code == 200, response.text
-    return int(response["HX-Push-Url"].rstrip("/").rsplit("/", 1)[1])
+    return shown_node(response)
 
 
 def test_it_steps_bookmarks_in_preorder_and_wraps(client, make_user, make_tree):

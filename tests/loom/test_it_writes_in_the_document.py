@@ -8,6 +8,7 @@ import pytest
 
 from loom.models import Author, Node, Tree, WriteMode
 from loom.undo import undo_last
+from tests.loom.conftest import shown_node
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -37,7 +38,7 @@ def test_it_edits_segments_in_place_and_appends_a_child(client, story):
     assert Node.objects.get(pk=a.pk).text == " leaned"
     new = Node.objects.get(parent=b, text=" It <b>fell</b>.")
     assert new.author == Author.HUMAN and new.visited_at is not None
-    assert page["HX-Push-Url"].endswith(f"/n/{new.pk}/")
+    assert shown_node(page) == new.pk
     assert "It &lt;b&gt;fell&lt;/b&gt;." in page.text and "<b>fell" not in page.text
     # One undo step for the whole save.
     assert undo_last(tree)[0] == "write in the text"
@@ -54,7 +55,7 @@ def test_it_makes_an_edited_sibling_in_sibling_mode(client, story):
     assert page.status_code == 200
     assert Node.objects.get(pk=a.pk).text == " stood"  # kept
     sibling = Node.objects.get(parent=tree.root, text=" fell")
-    assert page["HX-Push-Url"].endswith(f"/n/{sibling.pk}/")
+    assert shown_node(page) == sibling.pk
     # Two changes at once cannot both become siblings.
     refused = write(client, tree, b, edits=[{"node": a.pk, "text": " x"}], append=" y")
     assert refused.status_code == 422 and "one at a time" in refused.text

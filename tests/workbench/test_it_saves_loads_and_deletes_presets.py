@@ -25,7 +25,8 @@ def test_it_saves_loads_and_deletes_presets(client, make_user, engine):
     assert "cold and short" in response.content.decode()
     preset = Preset.objects.get(owner=user, name="cold and short")
     assert preset.params == {
-        "model": "scripted", "max_tokens": 12, "n": 2, "temperature": 0.2, "stop": ["\n"]
+        "model": "scripted", "max_tokens": 12, "n": 2, "temperature": 0.2, "stop": ["\n"],
+        "echo": False, "add_special_tokens": True,  # every setting shown is kept, defaults too
     }  # fmt: skip
 
     # Saving under the same name replaces it.

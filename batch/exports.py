@@ -65,17 +65,27 @@ def rows(batch: Batch, keys: list[str]) -> Iterator[dict[str, Any]]:
         BatchItem.objects.filter(batch=batch)
         .order_by("index")
         .values_list(
-            "index", "state", "prompt", "samples", "error_code", "metadata", "generation__params"
-        )
+            "index",
+            "state",
+            "prompt",
+            "samples",
+            "error_code",
+            "metadata",
+            "sent",
+            "generation__params",
+        )  # fmt: skip
     )
-    for index, state, prompt, samples, error_code, metadata, sent in items.iterator(
+    for index, state, prompt, samples, error_code, metadata, kept, sent in items.iterator(
         chunk_size=CHUNK
     ):
         meta = metadata if isinstance(metadata, dict) else {}
         extra = {names[k]: meta.get(k) for k in keys}
-        # What its generation sent (every parameter, the drawn seed included) while the
-        # door keeps the checkpoint (7 days); else the batch's own settings.
-        settings = {k: v for k, v in (sent or batch.params or {}).items() if k not in _NOT_SETTINGS}
+        # What was sent (every parameter, the drawn seed included; kept with the row, or
+        # read from its run for a row started before rows kept it); else, not sent yet,
+        # the batch's own settings.
+        settings = {
+            k: v for k, v in (kept or sent or batch.params or {}).items() if k not in _NOT_SETTINGS
+        }
         base = {
             "prompt_index": index,
             "status": state,

@@ -253,9 +253,10 @@ def _start(batch: Batch, item: BatchItem) -> str:
             )  # fmt: skip
             # The batch keeps the result: never listed under the Workbench's Recover.
             Generation.objects.filter(pk=generation.pk).update(claimed_at=timezone.now())
+            sent = {k: v for k, v in generation.params.items() if k != "prompt"}
             BatchItem.objects.filter(pk=item.pk).update(
                 state=ItemState.ACTIVE, generation=generation, attempts=F("attempts") + 1,
-                prompt_tokens=generation.prompt_tokens,
+                prompt_tokens=generation.prompt_tokens, sent=sent,
             )  # fmt: skip
     except BudgetRefused as refusal:
         log.info("batch %s: paused, budget refused item %s", batch.pk, item.index)

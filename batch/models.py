@@ -207,6 +207,9 @@ class BatchItem(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     # [{"text", "finish_reason", "tokens", "mean_logprob"}], one per sample.
     samples = models.JSONField(default=list, blank=True)
+    # The request as its prompt was sent, but the prompt: the drawn seed and every
+    # setting, kept when the door's checkpoint is purged (7 days) for the exports.
+    sent = models.JSONField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(default=0)
     served_model = models.CharField(max_length=300, blank=True)
     error_code = models.CharField(max_length=100, blank=True)

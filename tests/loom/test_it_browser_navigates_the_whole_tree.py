@@ -162,7 +162,11 @@ def test_it_draws_only_what_is_in_view_at_10000_nodes(
     page.screenshot(path=artifacts_dir / "loom-graph-10000.png")
     page.get_by_role("button", name="Fit the whole tree").click()
     # Too big to see at once: subtrees beyond the depth that fits fold into one box
-    # each (the current path stays open), so the fit reads as an overview.
+    # each (the current path stays open), so the fit reads as an overview. The full
+    # draw comes once the view rests (a moving view shows its pre-drawn picture).
+    page.wait_for_function(
+        "Number(document.querySelector('#loom-graph').dataset.drawn) > 50", timeout=10_000
+    )
     drawn = int(canvas.get_attribute("data-drawn"))
     assert 50 < drawn < 2000, drawn
     assert page.evaluate("window.weftGraph.folds()") > 0

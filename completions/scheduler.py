@@ -91,6 +91,14 @@ FOR UPDATE OF g SKIP LOCKED
 """
 
 
+# WEFT_SCHEDULER=arrival: runs in the order they were queued, as a plain FIFO queue
+# (what Weft did before owners took turns) — for comparison, or a single-tenant install.
+ARRIVAL = """
+SELECT id FROM completions_generation WHERE queue = %(queue)s AND state = 'queued'
+ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
+"""
+
+
 def claim_next(queue: str, run_token: str) -> Generation | None:
     """Claim the fairest queued run of `queue` for this worker (a fresh run_token, the
     attempt counted), or None when nothing is left to claim. A run cancelled while
@@ -100,7 +108,8 @@ def claim_next(queue: str, run_token: str) -> Generation | None:
     while True:
         with transaction.atomic():
             with connection.cursor() as cursor:
-                cursor.execute(NEXT, {"queue": queue})
+                order = ARRIVAL if settings.WEFT_SCHEDULER == "arrival" else NEXT
+                cursor.execute(order, {"queue": queue})
                 found = cursor.fetchone()
             if found is None:
                 return None

@@ -18,6 +18,7 @@ from config.env import (
     embedded_redis_url,
     env_backends,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
@@ -225,6 +226,9 @@ WEFT_GENERATION_QUEUED_LIMIT_SECONDS = env_float(
 # prompts), each taken by its own worker pool. Empty: "weft".
 WEFT_GENERATION_QUEUE = env_str("WEFT_GENERATION_QUEUE")
 CELERY_TASK_DEFAULT_QUEUE = lanes.queue_name(lanes.MAINTENANCE_POOL, WEFT_GENERATION_QUEUE)
+# How a worker picks the next queued run of its pool: "fair" (owners take turns,
+# completions.scheduler) or "arrival" (first queued, first run: a plain FIFO).
+WEFT_SCHEDULER = env_choice("WEFT_SCHEDULER", "fair", ("fair", "arrival"))
 
 # Batch generations queued or running at once, over every user's batches (they share
 # the bulk pool's WEFT_BULK_WORKER_CONCURRENCY threads with API jobs, owners in turn).

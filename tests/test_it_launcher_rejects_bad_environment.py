@@ -32,6 +32,7 @@ def launch(tmp_path, **overrides):
         ("WEFT_BACKEND_URL", "localhost:8001", "http(s)://"),
         ("WEFT_MONTHLY_TOKEN_BUDGET", "-5", ">= 0"),
         ("WEFT_CHECKPOINT_INTERVAL_SECONDS", "often", "number"),
+        ("WEFT_SCHEDULER", "random", "fair, arrival"),
     ],
 )
 def test_it_stops_with_one_line_naming_the_variable(tmp_path, variable, value, expected):

@@ -77,3 +77,12 @@ def test_it_never_claims_another_queues_run(make_user):
     queued(owner, 1, queue="elsewhere.bulk")
     assert scheduler.claim_next(QUEUE, "w1") is None
     assert Generation.objects.get().state == "queued"
+
+
+def test_it_takes_runs_in_arrival_order_when_told_to(make_user, settings):
+    settings.WEFT_SCHEDULER = "arrival"
+    flood, quiet = make_user(), make_user()
+    queued(flood, 3)
+    queued(quiet, 1)
+    order = [scheduler.claim_next(QUEUE, f"w{i}").owner_id for i in range(4)]
+    assert order == [flood.pk] * 3 + [quiet.pk]

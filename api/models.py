@@ -152,10 +152,13 @@ class ApiKey(models.Model):
         """The API allowance this key's user shares among all their keys (the user's
         override, else WEFT_API_USER_MONTHLY_BUDGET); completions.budget.api_allowance
         reads the same from the database."""
-        try:
-            override = self.user.token_budget.api_monthly_tokens
-        except ObjectDoesNotExist:
-            override = None
+        if "_allowance" not in self.__dict__:  # once per looked-up key (cached seconds)
+            try:
+                override = self.user.token_budget.api_monthly_tokens
+            except ObjectDoesNotExist:
+                override = None
+            self._allowance = override
+        override = self._allowance
         return settings.WEFT_API_USER_MONTHLY_BUDGET if override is None else override
 
     def revoke(self) -> None:

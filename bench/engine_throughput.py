@@ -77,6 +77,16 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=default_threads())
     args = ap.parse_args()
     threads = args.threads
+    # The engine loads the weights without extra buffer types (engine/models.py: AMX
+    # builds die on their first decode); the baseline loads them the same way.
+    plain_defaults = llama_cpp.llama_cpp.llama_model_default_params
+
+    def engine_defaults():
+        params = plain_defaults()
+        params.use_extra_bufts = False
+        return params
+
+    llama_cpp.llama_cpp.llama_model_default_params = engine_defaults
     llm = llama_cpp.Llama(
         str(default_gguf_path()),
         n_ctx=DEFAULT_N_CTX,

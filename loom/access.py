@@ -53,7 +53,9 @@ def _with_role(trees: QuerySet, user: Any) -> QuerySet:
     )
 
 
-def _role_of(owner_id: int, user_id: int, share_role: str | None, via_link: bool, token) -> str | None:
+def _role_of(
+    owner_id: int, user_id: int, share_role: str | None, via_link: bool, token
+) -> str | None:
     if owner_id == user_id:
         return OWNER
     if share_role in (EDITOR, VIEWER):
@@ -90,7 +92,9 @@ def tree_for(request: Any, tree_id: int, need: str = "view") -> Tree:
     a stranger gets a 404, a member without the role a 403 (ReadOnly). The role is
     left on the request (request.tree_role) and the tree (tree.role) for templates."""
     user = request.user
-    tree = _with_role(Tree.objects.filter(pk=tree_id), user).first() if user.is_authenticated else None
+    tree = (
+        _with_role(Tree.objects.filter(pk=tree_id), user).first() if user.is_authenticated else None
+    )
     role = (
         None
         if tree is None
@@ -116,7 +120,9 @@ def shared_with(user: Any) -> list[Tree]:
     )
     out = []
     for tree in trees:
-        tree.role = _role_of(tree.owner_id, user.pk, tree.share_role, tree.via_link, tree.link_token)
+        tree.role = _role_of(
+            tree.owner_id, user.pk, tree.share_role, tree.via_link, tree.link_token
+        )
         out.append(tree)
     return out
 

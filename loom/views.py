@@ -22,11 +22,10 @@ from completions.models import Generation
 from completions.schema import ParamsInvalid
 from core.shortcuts import int_or_404
 from core.tokens import text_before
-from loom import access
+from loom import access, tree_views
 from loom import expansion as growing
 from loom import generation as gen
 from loom import search as finding
-from loom import tree_views
 from loom.access import tree_for
 from loom.context import Context
 from loom.formats import exporters, importers

@@ -241,7 +241,8 @@
   // and while it holds unsaved changes; otherwise its chips are Tab stops of their own.
   function editOn() {
     const d = doc();
-    if (!d || d.isContentEditable) return;
+    // A viewer's reader is marked read-only: the text is not editable at all.
+    if (!d || d.isContentEditable || d.closest("[data-readonly]")) return;
     d.contentEditable = "plaintext-only";
     d.setAttribute("aria-readonly", "false");
   }

@@ -16,6 +16,7 @@ or tells the page), once the change has committed."""
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any
 
@@ -37,6 +38,9 @@ _REFUSED = {
     "edit": "You can read this tree but not change it: its owner shared it with you as a viewer.",
     "own": "Only the tree's owner can do that.",
 }
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
 
 
 class ReadOnly(PermissionDenied):
@@ -223,7 +227,8 @@ def set_link(tree: Tree, on: bool) -> str | None:
 def open_link(user: Any, token: str) -> Tree:
     """The tree whose live link is `token`, the grant recorded for `user` (so it stays in
     their list); 404 for a wrong or revoked token."""
-    if not token or len(token) > 64:
+    # Only token_urlsafe's alphabet reaches the query (a NUL would be a database error).
+    if not _TOKEN.fullmatch(token or ""):
         raise Http404("no such link")
     tree = Tree.objects.filter(link_token=token).first()
     if tree is None:

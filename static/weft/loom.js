@@ -371,6 +371,12 @@
   document.addEventListener("htmx:oobAfterSwap", armAll);
   window.addEventListener("beforeunload", (ev) => { if (dirty()) ev.preventDefault(); });
   window.addEventListener("popstate", () => location.reload());
+  // The owner's share dialog: htmx loads its content as it opens (the button's hx-get).
+  document.addEventListener("click", (ev) => {
+    if (ev.target.closest && ev.target.closest("#share-open")) {
+      document.getElementById("share-dialog").showModal();
+    }
+  });
   document.addEventListener("DOMContentLoaded", () => {
     initDoc();
     const cur = document.getElementById("current-seg");

@@ -36,7 +36,9 @@ def test_it_shares_a_tree_from_its_page(
     expect(dialog.locator('tr[data-user="reader"]')).to_be_visible()
     dialog.get_by_role("button", name="Turn on a read-only link").click()
     expect(dialog.locator("#share-link-url")).to_contain_text(f"{base}/loom/link/")
-    expect(dialog).to_contain_text("Anyone signed in to this Weft who has the link can read this tree")
+    expect(dialog).to_contain_text(
+        "Anyone signed in to this Weft who has the link can read this tree"
+    )
     page.screenshot(path=artifacts_dir / "loom-share-dialog.png")
     assert list(TreeShare.objects.values_list("user__username", "role")) == [("reader", "viewer")]
 

@@ -61,6 +61,13 @@ def test_it_records_who_wrote_each_node(client, make_user, make_tree):
         " generated": "<b>bob</b>",
     }
 
+    # Imported back by ann: her own nodes stay hers, nobody else's name is taken from a file.
+    from loom.formats.importers import import_file
+
+    [copy] = import_file(ann, exported)
+    kept = dict(Node.objects.filter(tree=copy).values_list("text", "written_by_id"))
+    assert kept == {"Root": ann.pk, " typed!": None, " retyped": None, " generated": None}
+
     # Revoked before his next generation ends: it is left for his Recover, not attached.
     access.share(tree, bob, None)
     late = finished(bob, tree, tree.root, " too late")

@@ -167,3 +167,27 @@ def test_it_lets_a_viewer_see_the_share_note_and_not_the_controls(client, make_u
     )
     client.force_login(users["owner"])
     assert "Share</button>" in client.get(f"/loom/{tree.pk}/n/{child.pk}/").text
+
+
+def test_it_recovers_only_into_trees_the_user_may_change(client, make_user, make_tree):
+    """Recover (not under a tree's route) lists and attaches into the trees one may change."""
+    users, tree, child, _x = world(make_user, make_tree)
+    for role in ROLES:
+        g = Generation.objects.create(
+            owner=users[role], kind="loom", params={"prompt": "p", "max_tokens": 1},
+            target={"tree": tree.pk, "parent": 0}, state="done",
+            choices=[{"index": 0, "text": f" from {role}", "finish_reason": "length"}],
+        )  # fmt: skip
+        client.force_login(users[role])
+        listed = client.get("/loom/recover/").text
+        assert (f'<option value="{tree.pk}">' in listed) == (role in ("owner", "editor")), role
+        before = snapshot(tree)
+        response = client.post(
+            "/loom/recover/", {"generation": g.pk, "tree": tree.pk, "node": child.pk}
+        )
+        expected = {"owner": 302, "editor": 302, "viewer": 403, "link": 403, "stranger": 404}
+        assert response.status_code == expected[role], role
+        attached = Node.objects.filter(tree=tree, text=f" from {role}").exists()
+        assert attached == (role in ("owner", "editor")), role
+        if not attached:
+            assert snapshot(tree) == before, role

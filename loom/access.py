@@ -116,9 +116,13 @@ def tree_for(request: Any, tree_id: int, need: str = "view") -> Tree:
 def shared_with(user: Any) -> list[Tree]:
     """The trees other users shared with `user` or whose link `user` opened (the link
     still on), each with .role and .owner loaded, most recently changed first."""
+    # The user's shares and grants pick the trees (by their user indexes), not a scan of
+    # every tree with a subquery each.
+    shared = TreeShare.objects.filter(user_id=user.pk).values("tree_id")
+    linked = LinkGrant.objects.filter(user_id=user.pk).values("tree_id")
     trees = (
         _with_role(Tree.objects.exclude(owner_id=user.pk), user)
-        .filter(Q(share_role__isnull=False) | Q(via_link=True, link_token__isnull=False))
+        .filter(Q(pk__in=shared) | Q(pk__in=linked, link_token__isnull=False))
         .select_related("owner")
         .order_by("-updated_at")
     )
@@ -133,18 +137,17 @@ def shared_with(user: Any) -> list[Tree]:
 
 def visible_trees(user: Any) -> QuerySet:
     """Every tree the user may read: their own, shared with them, or by a live link."""
+    shared = TreeShare.objects.filter(user_id=user.pk).values("tree_id")
+    linked = LinkGrant.objects.filter(user_id=user.pk).values("tree_id")
     return Tree.objects.filter(
-        Q(owner_id=user.pk)
-        | Q(shares__user_id=user.pk)
-        | Q(link_grants__user_id=user.pk, link_token__isnull=False)
-    ).distinct()
+        Q(owner_id=user.pk) | Q(pk__in=shared) | Q(pk__in=linked, link_token__isnull=False)
+    )
 
 
 def editable_trees(user: Any) -> QuerySet:
     """Every tree the user may change: their own and those shared with them as editor."""
-    return Tree.objects.filter(
-        Q(owner_id=user.pk) | Q(shares__user_id=user.pk, shares__role=EDITOR)
-    ).distinct()
+    shared = TreeShare.objects.filter(user_id=user.pk, role=EDITOR).values("tree_id")
+    return Tree.objects.filter(Q(owner_id=user.pk) | Q(pk__in=shared))
 
 
 # --- changing who may do what (the owner's share dialog) -------------------------------

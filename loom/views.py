@@ -60,7 +60,8 @@ INVALID = 422
 
 
 def owned_node(tree: Tree, node_id: int) -> Node:
-    return get_object_or_404(Node, pk=node_id, tree=tree)
+    # With its writer: the reader shows the name (one join rather than a second query).
+    return get_object_or_404(Node.objects.select_related("written_by"), pk=node_id, tree=tree)
 
 
 def node_url(node: Node | int, tree: Tree) -> str:

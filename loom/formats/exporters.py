@@ -39,7 +39,8 @@ _WEFT_RECORD = """json_build_object(
     'finish_reason', finish_reason, 'logprobs', logprobs, 'created_at', created_at,
     'visited_at', visited_at, 'bookmarked', bookmarked, 'tags', tags, 'archived', archived,
     'rating', rating, 'prompt_context', prompt_context, 'source_id', source_id,
-    'extra', extra, 'written_by', (SELECT username FROM {users} WHERE id = written_by_id)
+    'extra', extra, 'written_by', CASE WHEN written_by_id IS NOT NULL
+        THEN (SELECT username FROM {users} WHERE id = written_by_id) END
 )::text"""
 
 

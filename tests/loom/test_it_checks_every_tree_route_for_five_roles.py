@@ -191,3 +191,26 @@ def test_it_recovers_only_into_trees_the_user_may_change(client, make_user, make
         assert attached == (role in ("owner", "editor")), role
         if not attached:
             assert snapshot(tree) == before, role
+
+
+def test_it_shows_a_generations_result_to_the_trees_members_only(client, make_user, make_tree):
+    """The editor's generation ends: its result (what a page's final fragment loads) is
+    shown to every member of the tree, and is a 404 to anyone else; Cancel stays the
+    asker's."""
+    users, tree, child, _x = world(make_user, make_tree)
+    g = Generation.objects.create(
+        owner=users["editor"], kind="loom", params={"prompt": "p", "max_tokens": 1},
+        target={"tree": tree.pk, "parent": child.pk}, state="done",
+        choices=[{"index": 0, "text": " the editor's", "finish_reason": "length"}],
+    )  # fmt: skip
+    for role in ROLES:
+        client.force_login(users[role])
+        response = client.get(f"/generations/{g.pk}/result/", **HX)
+        if role == "stranger":
+            assert response.status_code == 404
+        else:
+            assert response.status_code == 200, role
+            assert f'hx-get="/loom/{tree.pk}/n/{child.pk}/"' in response.text, role
+    assert Node.objects.get(tree=tree, text=" the editor's").written_by_id == users["editor"].pk
+    client.force_login(users["viewer"])
+    assert client.post(f"/generations/{g.pk}/cancel/").status_code == 404

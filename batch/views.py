@@ -229,7 +229,8 @@ def item_loom(request: HtmxRequest, batch_id: int, item_id: int) -> HttpResponse
             for sample in item.samples:
                 if sample.get("text"):
                     tree.root.add_child(sample["text"], author=Author.MODEL, log=False,
-                                        finish_reason=(sample.get("finish_reason") or "")[:20])  # fmt: skip
+                                        finish_reason=(sample.get("finish_reason") or "")[:20],
+                                        written_by=request.user)  # fmt: skip
     return redirect("loom:tree", tree.pk)
 
 

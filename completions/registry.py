@@ -2,7 +2,8 @@
 
 Apps call register_result(kind, render) in AppConfig.ready(). Every page's final
 fragment loads /generations/<id>/result/ (completions.views.generation_result),
-which checks ownership once and hands the generation to its kind's renderer.
+which checks ownership once (or, for a kind that registered register_visible, that
+the user may see it) and hands the generation to its kind's renderer.
 
 register_executor(kind, run) lets an app run its kind its own way once the door's
 scheduler has claimed it (the API's jobs pass the backend's bytes through verbatim);
@@ -18,8 +19,21 @@ from django.urls import reverse
 
 Renderer = Callable[[HttpRequest, Any], HttpResponse]
 Executor = Callable[[Any, str], None]
+Visible = Callable[[Any, Any], bool]
 _RENDERERS: dict[str, Renderer] = {}
 _EXECUTORS: dict[str, Executor] = {}
+_VISIBLE: dict[str, Visible] = {}
+
+
+def register_visible(kind: str, visible: Visible) -> None:
+    """`visible(user, generation)`: whether a user other than the generation's owner
+    may see its result (the Loom: the members of the tree it generates into)."""
+    _VISIBLE[kind] = visible
+
+
+def visible_to_others(user: Any, generation: Any) -> bool:
+    check = _VISIBLE.get(generation.kind)
+    return check is not None and check(user, generation)
 
 
 def register_executor(kind: str, run: Executor) -> None:

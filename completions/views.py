@@ -6,7 +6,7 @@ from api import usage_charts  # the charts of the usage page
 from api.ledger import usage_by_key  # the API's per-key section of the usage page
 from completions import budget, lifecycle
 from completions.registry import render_result
-from core.shortcuts import own_generation
+from core.shortcuts import own_generation, visible_generation
 from feedback.models import BudgetRequest  # asked for more budget: the answers
 
 
@@ -28,8 +28,9 @@ def usage(request):
 @require_GET
 def generation_result(request, generation_id: int):
     """The saved result of a generation, what every page's final fragment loads: the
-    generation's kind renders it (completions.registry)."""
-    generation = lifecycle.check_alive(own_generation(request, generation_id))
+    generation's kind renders it (completions.registry). Its asker sees it, and whoever
+    its kind lets see it (the other members of a shared Loom tree)."""
+    generation = lifecycle.check_alive(visible_generation(request, generation_id))
     return render_result(request, generation)
 
 

@@ -21,3 +21,5 @@ urlpatterns = [
     path("", include("api.page_urls")),
     path("", include("feedback.urls")),
 ]
+
+handler403 = core_views.forbidden

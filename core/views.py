@@ -57,3 +57,17 @@ def plain_view(request):
         and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})
     )
     return redirect(back if safe else "home")
+
+
+def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """403: the reason, as a page, or for htmx as a notice in the page's notice area
+    (nothing else is swapped: what the user typed stays)."""
+    from django.core.exceptions import PermissionDenied
+    from django.shortcuts import render
+
+    message = str(exception) if isinstance(exception, PermissionDenied) else ""
+    if getattr(request, "htmx", False):
+        response = render(request, "403.html#notice", {"exception": message}, status=403)
+        response["HX-Reswap"] = "none"
+        return response
+    return render(request, "403.html", {"exception": message}, status=403)

@@ -171,9 +171,7 @@ def attach_finished(generation: Generation) -> list[Node] | None:
         if g.claimed_at is not None or not g.is_terminal or target.get("detached"):
             return None
         expansion = Expansion.objects.select_for_update().filter(pk=target["expansion"]).first()
-        parent = Node.objects.filter(
-            pk=target.get("parent"), tree_id=target.get("tree"), tree__owner_id=g.owner_id
-        ).first()
+        parent = gen.target_parent(g)
         if parent is None:  # its node is gone: Recover has it
             _leave_for_recover(g)
             if expansion is not None:
@@ -269,7 +267,6 @@ def cancel(expansion: Expansion) -> int:
             _stop(row, Expansion.State.CANCELLED, "Cancelled: what had finished stays.")
     live = Generation.objects.filter(
         kind=gen.KIND, state__in=Generation.ACTIVE, target__expansion=expansion.pk,
-        owner_id=expansion.tree.owner_id,
     )  # fmt: skip
     count = 0
     for g in live:

@@ -81,3 +81,16 @@ def first_error(form: forms.Form) -> str:
         label = "" if name == "__all__" else f"{name}: "
         return f"{label}{errors[0]}"
     return ""
+
+
+class ShareForm(forms.Form):
+    """The share dialog's "add a person" (also changes the role of one already in)."""
+
+    username = forms.CharField(
+        max_length=150,
+        error_messages={"required": "Write the username of the person to share with."},
+    )
+    role = forms.ChoiceField(
+        choices=[("editor", "editor"), ("viewer", "viewer")],
+        error_messages={"invalid_choice": "Choose a role: editor or viewer."},
+    )

@@ -82,7 +82,6 @@ def materialize_finished(node: Node) -> None:
         target__parent=node.pk,
         claimed_at__isnull=True,
         state__in=Generation.TERMINAL,
-        owner_id=node.tree.owner_id,
     ).order_by("id")
     for g in finished[:MAX_MODELS]:
         materialize(g)
@@ -179,6 +178,8 @@ def _node_fields(generation, choice: dict) -> dict[str, Any]:
         "logprobs": choice.get("logprobs"),
         # The memory and note it was sent with (the params' prompt is not kept on nodes).
         "prompt_context": (generation.target or {}).get("context"),
+        # Whoever asked for it wrote it (and paid for it: the run is theirs).
+        "written_by_id": generation.owner_id,
     }
 
 
@@ -225,6 +226,19 @@ def materialize(generation) -> list[Node] | None:
     return materialize_plain(generation)
 
 
+def target_parent(g) -> Node | None:
+    """The node a generation's children go under, while its asker may still change
+    that tree (owner or editor): a generation of someone whose share was revoked or
+    downgraded meanwhile is left for their Recover, not added to the tree."""
+    from loom.access import can_edit, role_for
+
+    target = g.target or {}
+    parent = Node.objects.filter(pk=target.get("parent"), tree_id=target.get("tree")).first()
+    if parent is None or not can_edit(role_for(g.owner, parent.tree_id)):
+        return None
+    return parent
+
+
 def materialize_plain(generation) -> list[Node] | None:
     with transaction.atomic():
         g = Generation.objects.select_for_update().get(pk=generation.pk)
@@ -234,10 +248,7 @@ def materialize_plain(generation) -> list[Node] | None:
             if g.state == Generation.State.DONE:
                 g.claim()  # nothing to keep
             return None
-        target = g.target or {}
-        parent = Node.objects.filter(
-            pk=target.get("parent"), tree_id=target.get("tree"), tree__owner_id=g.owner_id
-        ).first()
+        parent = target_parent(g)
         if parent is None:
             log.info("generation %s: parent node gone, left for Recover", g.pk)
             return None

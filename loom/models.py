@@ -84,7 +84,9 @@ class TreeQuerySet(models.QuerySet):
     def create_from_prompt(self, owner, prompt: str, *, title: str = "", settings=None) -> Tree:
         title = title.strip() or _title_from(prompt)
         tree = self.create(owner=owner, title=title, settings=settings or {})
-        root = Node.objects.create(tree=tree, parent=None, position=0, text=prompt)
+        root = Node.objects.create(
+            tree=tree, parent=None, position=0, text=prompt, written_by=owner
+        )
         tree.current = root
         tree.save(update_fields=["current"])
         return tree
@@ -123,6 +125,10 @@ class Tree(models.Model):
         max_length=10, choices=ChildOrder.choices, default=ChildOrder.POSITION
     )
     hide_down = models.BooleanField(default=False)
+    # The read-only link's secret (loom/access.py): null while the link is off. Kept as
+    # it is, not hashed, so the owner can copy the link again; turning it off and on
+    # draws a new one, so an old link never works again.
+    link_token = models.CharField(max_length=64, null=True, blank=True, unique=True)
     # Memory: text put before every generation's prompt; the author's note: text put
     # `note_depth` newlines (or tokens) before the end of the path (loom/context.py).
     memory = models.TextField(blank=True)
@@ -157,10 +163,11 @@ class Tree(models.Model):
         Tree.objects.filter(pk=self.pk).update(updated_at=timezone.now())
 
     @transaction.atomic
-    def duplicate(self, *, title: str | None = None) -> Tree:
-        """Copy every node in one INSERT … SELECT: no Python objects per node."""
+    def duplicate(self, *, title: str | None = None, owner: Any = None) -> Tree:
+        """Copy every node in one INSERT … SELECT: no Python objects per node. The copy
+        is `owner`'s (an editor's copy of a shared tree), else this tree's owner's."""
         copy = Tree.objects.create(
-            owner=self.owner,
+            owner=owner or self.owner,
             title=title or f"{self.title} (copy)",
             settings=self.settings,
             extra=self.extra,
@@ -350,6 +357,16 @@ class Node(models.Model):
     position = models.PositiveIntegerField(default=0)
     text = models.TextField(blank=True)
     author = models.CharField(max_length=5, choices=Author.choices, default=Author.HUMAN)
+    # Who made the node: the user who typed it, or who asked for its generation (null
+    # for imported nodes and once that user is deleted).
+    written_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DB_SET_NULL,
+        related_name="+",
+        db_index=False,  # the partial index below: most imported nodes have none
+    )
     # Model metadata (empty for human nodes).
     checkpoint = models.CharField(max_length=300, blank=True)
     request_id = models.CharField(max_length=200, blank=True)
@@ -381,6 +398,11 @@ class Node(models.Model):
                 fields=["tree", "id"],
                 condition=models.Q(bookmarked=True),
                 name="loom_node_bookmarks",
+            ),
+            models.Index(
+                fields=["written_by"],
+                condition=models.Q(written_by__isnull=False),
+                name="loom_node_written_by",
             ),
         ]
         constraints = [
@@ -443,15 +465,17 @@ class Node(models.Model):
         return child
 
     @transaction.atomic
-    def edit(self, text: str, *, as_sibling: bool = False) -> Node:
+    def edit(self, text: str, *, as_sibling: bool = False, by: Any = None) -> Node:
         """Change the text in place, or keep this node and add the edit as a new
-        sibling right after it. Returns the node that holds the new text."""
+        sibling right after it (written by `by`). Returns the node that holds the new
+        text. In place, the node keeps its writer: who made it, not who last changed it."""
         if as_sibling:
             if self.parent_id is None:
                 raise LoomError("The root has no siblings; edit it in place.")
             sibling = Node.objects.create(
-                tree_id=self.tree_id, parent_id=self.parent_id, position=0, text=text
-            )
+                tree_id=self.tree_id, parent_id=self.parent_id, position=0, text=text,
+                written_by=by,
+            )  # fmt: skip
             order = [n for n in self.siblings().exclude(pk=sibling.pk).values_list("id", flat=True)]
             order.insert(order.index(self.pk) + 1, sibling.pk)
             set_order(self.parent_id, order)
@@ -490,6 +514,7 @@ class Node(models.Model):
             finish_reason=self.finish_reason,
             logprobs=tail_lp,
             prompt_context=self.prompt_context,
+            written_by_id=self.written_by_id,  # the same text, the same writer
         )
         Node.objects.filter(id__in=kid_ids).update(parent=tail)
         self.text = old_text[:offset]
@@ -545,6 +570,7 @@ class Node(models.Model):
                         params=self.params,
                         prompt_context=self.prompt_context,
                         logprobs=one,
+                        written_by_id=self.written_by_id,  # its generation's asker's
                     )
                 )
         return made
@@ -839,3 +865,52 @@ class Expansion(models.Model):
     @property
     def is_running(self) -> bool:
         return self.state == self.State.RUNNING
+
+
+# --- sharing (the rules are in loom/access.py) -----------------------------------------
+
+
+class ShareRole(models.TextChoices):
+    """What a tree's owner gives another user; the owner's own role is "owner"."""
+
+    EDITOR = "editor", "editor"
+    VIEWER = "viewer", "viewer"
+
+
+class TreeShare(models.Model):
+    """The owner shared the tree with `user`, as editor or viewer."""
+
+    tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="shares")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="loom_shares"
+    )
+    role = models.CharField(max_length=6, choices=ShareRole.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tree", "user"], name="loom_share_once"),
+            models.CheckConstraint(
+                condition=models.Q(role__in=ShareRole.values), name="loom_share_role"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.role} on {self.tree_id}"
+
+
+class LinkGrant(models.Model):
+    """A signed-in user opened the tree's read-only link: the tree is in their list
+    ("via link") while the link stays on; turning it off deletes every grant."""
+
+    tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="link_grants")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DB_CASCADE, related_name="loom_link_grants"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tree", "user"], name="loom_link_once")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} via link on {self.tree_id}"

@@ -38,7 +38,9 @@ MEAN_LOGPROB_SQL = """(SELECT avg(e::float8) FROM jsonb_array_elements(
 
 def _light(qs):
     return qs.annotate(
-        preview=Left("text", PREVIEW), mean_logprob=RawSQL(MEAN_LOGPROB_SQL, [])
+        preview=Left("text", PREVIEW),
+        mean_logprob=RawSQL(MEAN_LOGPROB_SQL, []),
+        writer=F("written_by__username"),
     ).only(
         "id", "parent_id", "author", "bookmarked", "archived", "visited_at", "position",
         "checkpoint", "params", "rating", "created_at",

@@ -1,6 +1,6 @@
 """The whole tree at once: the outline beside the reader (loomsidian), the graph
 view (exoloom, Tapestry) with its layout computed here, and the per-tree
-figures the trees page lists. Every view loads the tree through owned_tree()."""
+figures the trees page lists. Every view loads the tree through loom.access.tree_for()."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from loom import sql, views
+from loom import access, sql, views
+from loom.access import tree_for
 from loom.models import Node, Tree
 from loom.sql import NODE_TABLE
 
@@ -166,7 +167,7 @@ def outline_context(tree: Tree, node: Node, *, show_archived: bool = False) -> d
 def outline_children(request, tree_id: int, node_id: int):
     """The children of one outline item, opened by the user (lazily: the
     outline never holds the whole tree)."""
-    tree = views.owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     node = views.owned_node(tree, node_id)
     level = request.GET.get("level", "")
     level = (
@@ -246,7 +247,7 @@ def graph_nodes(tree: Tree, count: int | None = None) -> dict[str, Any]:
 
 @require_GET
 def graph(request, tree_id: int):
-    tree = views.owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     count = tree.nodes.count()
     ctx = {
         "tree": tree,
@@ -260,7 +261,7 @@ def graph(request, tree_id: int):
 
 @require_GET
 def graph_data(request, tree_id: int):
-    tree = views.owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     count = tree.nodes.count()
     if too_big := _too_big(count):
         return HttpResponse(
@@ -321,7 +322,7 @@ def tree_depths(tree_ids: list[int]) -> dict[int, int]:
 
 @require_GET
 def depths(request):
-    """The depth of each of the user's trees, swapped into the trees page."""
-    trees = list(Tree.objects.for_user(request.user).values_list("id", flat=True))
+    """The depth of each tree the user sees (theirs and shared), swapped into the trees page."""
+    trees = list(access.visible_trees(request.user).values_list("id", flat=True))
     ctx = {"depths": sorted(tree_depths(trees).items())}
     return render(request, "loom/trees.html#depths", ctx)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from loom import tree_views, views
+from loom import share_views, tree_views, views
 
 app_name = "loom"
 urlpatterns = [
@@ -8,10 +8,19 @@ urlpatterns = [
     path("import/", views.tree_import, name="import"),
     path("recover/", views.recover, name="recover"),
     path("depths/", tree_views.depths, name="depths"),
+    path("link/<str:token>/", share_views.open_link, name="link"),
     path("<int:tree_id>/", views.tree_open, name="tree"),
     path("<int:tree_id>/rename/", views.tree_rename, name="rename"),
     path("<int:tree_id>/duplicate/", views.tree_duplicate, name="duplicate"),
     path("<int:tree_id>/delete/", views.tree_delete, name="delete"),
+    path("<int:tree_id>/share/", share_views.share_page, name="share"),
+    path("<int:tree_id>/share/add/", share_views.share_add, name="share_add"),
+    path(
+        "<int:tree_id>/share/<int:user_id>/revoke/",
+        share_views.share_revoke,
+        name="share_revoke",
+    ),
+    path("<int:tree_id>/share/link/", share_views.share_link, name="share_link"),
     path("<int:tree_id>/undo/", views.undo, name="undo"),
     path("<int:tree_id>/redo/", views.redo, name="redo"),
     path("<int:tree_id>/write-mode/", views.write_mode, name="write_mode"),

@@ -1,5 +1,5 @@
-"""Loom pages. Every view loads the tree through owned_tree(), so another
-user's tree, node, export or generation is a 404."""
+"""Loom pages. Every view loads the tree through loom.access.tree_for(), the one door
+for roles: a stranger's request is a 404, a viewer's change a 403 (nothing changes)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ from completions.models import Generation
 from completions.schema import ParamsInvalid
 from core.shortcuts import int_or_404
 from core.tokens import text_before
+from loom import access, tree_views
 from loom import expansion as growing
 from loom import generation as gen
 from loom import search as finding
-from loom import tree_views
+from loom.access import tree_for
 from loom.context import Context
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
@@ -58,12 +59,9 @@ from workbench import code as wb_code
 INVALID = 422
 
 
-def owned_tree(request, tree_id: int) -> Tree:
-    return get_object_or_404(Tree, pk=tree_id, owner=request.user)
-
-
 def owned_node(tree: Tree, node_id: int) -> Node:
-    return get_object_or_404(Node, pk=node_id, tree=tree)
+    # With its writer: the reader shows the name (one join rather than a second query).
+    return get_object_or_404(Node.objects.select_related("written_by"), pk=node_id, tree=tree)
 
 
 def node_url(node: Node | int, tree: Tree) -> str:
@@ -90,16 +88,22 @@ def trees(request):
     hits = []
     if q:
         rows = (
-            finding.search(Node.objects.filter(tree__owner=request.user), q, whole=whole)
+            finding.search(
+                Node.objects.filter(tree__in=access.visible_trees(request.user).values("id")),
+                q,
+                whole=whole,
+            )
             .select_related("tree")
             .only("id", "tags", "tree__id", "tree__title")
             .order_by("-tree__updated_at", "id")[: finding.LIMIT]
         )
         hits = finding.hits(rows, q, whole=whole)
     trees = list(Tree.objects.for_user(request.user))
-    stats = tree_views.tree_stats([t.pk for t in trees])
+    shared = access.shared_with(request.user)
+    stats = tree_views.tree_stats([t.pk for t in trees + shared])
     ctx = {
         "trees": [(t, stats.get(t.pk)) for t in trees],
+        "shared": [(t, stats.get(t.pk)) for t in shared],
         "q": q,
         "whole": whole,
         "hits": hits,
@@ -114,7 +118,7 @@ def trees(request):
 
 @require_POST
 def tree_rename(request, tree_id: int):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     form = TitleForm(request.POST)
     if not form.is_valid():
         messages.error(request, f"Not renamed: {first_error(form)}")
@@ -126,14 +130,15 @@ def tree_rename(request, tree_id: int):
 
 @require_POST
 def tree_duplicate(request, tree_id: int):
-    copy = owned_tree(request, tree_id).duplicate()
+    # An editor's copy is theirs (as "Make a copy" in a shared document).
+    copy = tree_for(request, tree_id, "edit").duplicate(owner=request.user)
     messages.success(request, f"Duplicated as “{copy.title}”.")
     return redirect("loom:trees")
 
 
 @require_POST
 def tree_delete(request, tree_id: int):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "own")
     tree.delete()
     messages.success(request, f"Deleted “{tree.title}”.")
     return redirect("loom:trees")
@@ -168,8 +173,9 @@ def tree_import(request):
 # --- the tree page ------------------------------------------------------------------------
 
 
+@require_GET
 def tree_open(request, tree_id: int):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     return redirect(node_url(tree.current_id or tree.root.pk, tree))
 
 
@@ -199,19 +205,22 @@ def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
 
 @require_GET
 def node_page(request, tree_id: int, node_id: int):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     node = owned_node(tree, node_id)
-    if tree.current_id != node.pk:
-        Tree.objects.filter(pk=tree.pk).update(current=node)
-        tree.current_id = node.pk
-    node.mark_visited()
+    # A viewer walks without changing the tree: the current node and the unread marks
+    # are the tree's own, which its owner and editors share.
+    if access.can_edit(request.tree_role):
+        if tree.current_id != node.pk:
+            Tree.objects.filter(pk=tree.pk).update(current=node)
+            tree.current_id = node.pk
+        node.mark_visited()
     return _reader(request, tree, node)
 
 
 @require_GET
 def read(request, tree_id: int, node_id: int):
     """Read mode: the current path as prose, full width, no controls, printable."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     node = owned_node(tree, node_id)
     segments, _hoisted = hoisted_path(tree, node, Node.objects.path_to(node))
     prose, models = prose_html(segments, tree)
@@ -228,7 +237,7 @@ def read(request, tree_id: int, node_id: int):
 @require_GET
 def node_path(request, tree_id: int, node_id: int):
     """The whole path text, for a node deeper than the reading view's window."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     node = owned_node(tree, node_id)
     ctx = {"tree": tree, "node": node, "truncated": False}
     segments, _hoisted = hoisted_path(tree, node, Node.objects.path_to(node))
@@ -245,14 +254,15 @@ def _after(request, tree: Tree, node: Node, error: str = "", **notice):
         elif notice.get("notice"):
             messages.info(request, notice["notice"])
         return redirect(node_url(node, tree))
-    Tree.objects.filter(pk=tree.pk).update(current=node)
+    if access.can_edit(request.tree_role):
+        Tree.objects.filter(pk=tree.pk).update(current=node)
     status = INVALID if error else 200
     return _reader(request, tree, node, status=status, error=error, **notice)
 
 
 @require_POST
 def node_action(request, tree_id: int, node_id: int, action: str):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     node = owned_node(tree, node_id)
     post = request.POST
     focus = node
@@ -260,10 +270,12 @@ def node_action(request, tree_id: int, node_id: int, action: str):
     try:
         if action == "edit":
             focus = node.edit(
-                _valid(TextForm, post)["text"], as_sibling=bool(post.get("as_sibling"))
+                _valid(TextForm, post)["text"],
+                as_sibling=bool(post.get("as_sibling")),
+                by=request.user,
             )
         elif action == "child":
-            focus = node.add_child(_valid(TextForm, post)["text"])
+            focus = node.add_child(_valid(TextForm, post)["text"], written_by=request.user)
         elif action == "split":
             offset = _int(post.get("offset"), "offset")
             tail = node.split(offset)
@@ -304,7 +316,7 @@ def node_action(request, tree_id: int, node_id: int, action: str):
         elif action == "untag":
             node.remove_tag(_valid(TagForm, post)["tag"])
         elif action == "alternative":
-            focus = _alternative(node, post)
+            focus = _alternative(node, post, request.user)
             notice["notice"] = (
                 f"Node {focus.pk} ends with the alternative you picked; it has no continuation yet."
             )
@@ -349,9 +361,9 @@ def _int(value, name: str) -> int:
         raise LoomError(f"{name} must be a whole number.") from None
 
 
-def _alternative(node: Node, post) -> Node:
+def _alternative(node: Node, post, user) -> Node:
     """A sibling whose text is this node's tokens up to position i, then the
-    chosen alternative token: ready to generate from."""
+    chosen alternative token: ready to generate from (made by `user`, who chose it)."""
     lp = node.logprobs or {}
     i = _int(post.get("index"), "index")
     token = post.get("token", "")
@@ -374,6 +386,7 @@ def _alternative(node: Node, post) -> Node:
         request_id=node.request_id,
         params=node.params,
         prompt_context=node.prompt_context,
+        written_by=user,
     )
 
 
@@ -388,7 +401,7 @@ def redo(request, tree_id: int):
 
 
 def _replay(request, tree_id: int, step, verb: str, nothing: str):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     error = ""
     try:
         done = step(tree)
@@ -417,7 +430,7 @@ def _replay(request, tree_id: int, step, verb: str, nothing: str):
 @require_POST
 def write_mode(request, tree_id: int):
     """What typing inside a segment does: change the node, or make an edited sibling."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     form = WriteModeForm(request.POST)
     if not form.is_valid():
         return _notice(request, tree, error=f"Not changed: {first_error(form)}")
@@ -477,7 +490,7 @@ def write(request, tree_id: int, node_id: int):
     siblings: the tree's write mode), text typed after the end becomes a human child,
     and with `generate` the result is generated from — all or nothing, so a refused
     generation leaves the typed text in the page to try again."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     node = owned_node(tree, node_id)
     post = request.POST
     try:
@@ -496,10 +509,10 @@ def write(request, tree_id: int, node_id: int):
             focus = node
             with tree.batch("write in the text"):
                 for target, text in edits:
-                    made = target.edit(text, as_sibling=sibling)
+                    made = target.edit(text, as_sibling=sibling, by=request.user)
                     focus = made if sibling else focus
                 if append:
-                    focus = focus.add_child(append)
+                    focus = focus.add_child(append, written_by=request.user)
             if bodies:
                 _save_context(tree, post)
                 gen.start_many(request.user, tree, focus, bodies)
@@ -517,7 +530,7 @@ def write(request, tree_id: int, node_id: int):
 
 @require_GET
 def bookmark_step(request, tree_id: int, node_id: int, direction: str):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     node = owned_node(tree, node_id)
     if direction not in ("next", "prev"):
         raise Http404("unknown direction")
@@ -555,7 +568,7 @@ def _save_context(tree: Tree, post) -> None:
 @require_POST
 def tree_context(request, tree_id: int):
     """Save the tree's memory and author's note (the page saves them as they change)."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     try:
         _save_context(tree, request.POST)
     except LoomError as exc:
@@ -575,7 +588,7 @@ def tree_context(request, tree_id: int):
 def code(request, tree_id: int, node_id: int):
     """View code: the exact request a generation from this node would send now, the
     memory and author's note in its prompt, and that prompt's token count."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     node = owned_node(tree, node_id)
     ctx: dict = {"tree": tree, "node": node}
     try:
@@ -611,7 +624,7 @@ def code(request, tree_id: int, node_id: int):
 def child_order(request, tree_id: int, node_id: int):
     """How the reader lists children (and whether thumbs-down ones are hidden): the
     tree's own setting, remembered."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     node = owned_node(tree, node_id)
     form = ChildOrderForm(request.POST)
     if not form.is_valid():
@@ -625,7 +638,7 @@ def child_order(request, tree_id: int, node_id: int):
 @require_POST
 def show_archived(request, tree_id: int, node_id: int):
     """Toggle listing archived nodes among children and siblings (kept in the session)."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     node = owned_node(tree, node_id)
     request.session[SHOW_ARCHIVED] = not request.session.get(SHOW_ARCHIVED, False)
     return _after(request, tree, node)
@@ -633,7 +646,7 @@ def show_archived(request, tree_id: int, node_id: int):
 
 @require_GET
 def tree_search(request, tree_id: int):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     search = SearchForm(request.GET)
     q = search.cleaned_data["q"].strip() if search.is_valid() else ""
     whole = search.is_valid() and search.cleaned_data["whole"]
@@ -652,7 +665,7 @@ def tree_search(request, tree_id: int):
 
 @require_GET
 def export(request, tree_id: int, fmt: str):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     if fmt not in exporters.FORMATS:
         raise Http404("unknown format")
     suffix, content_type, _label = exporters.FORMATS[fmt]
@@ -696,7 +709,7 @@ async def _aiter(chunks):
 
 @require_POST
 def generate(request, tree_id: int, node_id: int):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     node = owned_node(tree, node_id)
     ctx = {"tree": tree, "node": node}
     try:
@@ -738,7 +751,7 @@ def generate(request, tree_id: int, node_id: int):
 def grow(request, tree_id: int, node_id: int):
     """Expand the node automatically (depth × breadth, as bulk work), after checking
     the whole expansion's worst case against the budget; refused whole otherwise."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     node = owned_node(tree, node_id)
     try:
         size = _valid(ExpandForm, request.POST)
@@ -772,7 +785,7 @@ def _owned_expansion(tree: Tree, expansion_id: int) -> Expansion:
 def expansion(request, tree_id: int, expansion_id: int):
     """An expansion's progress (the page asks every second while it runs), with the
     children of the node being read and the whole-tree outline, which it grows."""
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "view")
     shown = growing.settle_if_done(_owned_expansion(tree, expansion_id))
     node = Node.objects.filter(pk=int_or_404(request.GET.get("node", "0") or "0"), tree=tree)
     ctx: dict = {"tree": tree, "x": shown, "oob": True}
@@ -789,7 +802,7 @@ def expansion(request, tree_id: int, expansion_id: int):
 
 @require_POST
 def expansion_cancel(request, tree_id: int, expansion_id: int):
-    tree = owned_tree(request, tree_id)
+    tree = tree_for(request, tree_id, "edit")
     stopped = _owned_expansion(tree, expansion_id)
     growing.cancel(stopped)
     if not request.htmx:
@@ -799,13 +812,14 @@ def expansion_cancel(request, tree_id: int, expansion_id: int):
 
 def render_result(request, g):
     """A finished generation's children (completions.registry's hook for the Loom's
-    kind; the door's result view has checked the owner)."""
+    kind; the door's result view has let in its asker, or a member of its tree through
+    generation_visible below)."""
     made = gen.materialize(g)
     g.refresh_from_db()
     target = g.target or {}
-    parent = Node.objects.filter(
-        pk=target.get("parent"), tree_id=target.get("tree"), tree__owner=request.user
-    ).first()
+    parent = Node.objects.filter(pk=target.get("parent"), tree_id=target.get("tree")).first()
+    if parent is not None and not access.can_view(access.role_for(request.user, parent.tree_id)):
+        parent = None
     ctx = {"generation": g, "made": made, "parent": parent}
     if parent is not None:
         ctx.update(
@@ -819,9 +833,16 @@ def render_result(request, g):
     return render(request, "loom/tree.html#generation-result", ctx)
 
 
+def generation_visible(user, g) -> bool:
+    """Whether `user` may see a Loom generation they did not ask for: a member of the
+    tree it generates into sees it stream and end, as the asker does."""
+    tree_id = (g.target or {}).get("tree")
+    return isinstance(tree_id, int) and access.can_view(access.role_for(user, tree_id))
+
+
 def recover(request):
     if request.method == "POST":
-        tree = owned_tree(request, int_or_404(request.POST.get("tree")))
+        tree = tree_for(request, int_or_404(request.POST.get("tree")), "edit")
         node_id = request.POST.get("node") or tree.current_id or tree.root.pk
         parent = owned_node(tree, int_or_404(node_id))
         generation_id = int_or_404(request.POST.get("generation"))
@@ -843,5 +864,5 @@ def recover(request):
     return render(
         request,
         "loom/recover.html",
-        {"pending": pending, "trees": Tree.objects.for_user(request.user).only("id", "title")},
+        {"pending": pending, "trees": access.editable_trees(request.user).only("id", "title")},
     )

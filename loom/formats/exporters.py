@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import cache
 
 from diff_match_patch import diff_match_patch, patch_obj
 
@@ -38,7 +39,18 @@ _WEFT_RECORD = """json_build_object(
     'finish_reason', finish_reason, 'logprobs', logprobs, 'created_at', created_at,
     'visited_at', visited_at, 'bookmarked', bookmarked, 'tags', tags, 'archived', archived,
     'rating', rating, 'prompt_context', prompt_context, 'source_id', source_id,
-    'extra', extra)::text"""
+    'extra', extra, 'written_by', CASE WHEN written_by_id IS NOT NULL
+        THEN (SELECT username FROM {users} WHERE id = written_by_id) END
+)::text"""
+
+
+@cache
+def _weft_record() -> str:
+    """The record's SQL, naming the user table once the models are loaded. `written_by`
+    is the writer's username: an import does not map it back (a file could name
+    anyone), so imported nodes have no writer."""
+    users = Node._meta.get_field("written_by").related_model._meta.db_table
+    return _WEFT_RECORD.format(users=users)
 
 
 def weft_json(tree: Tree) -> Iterator[str]:
@@ -61,14 +73,14 @@ def weft_json(tree: Tree) -> Iterator[str]:
     }
     yield _dump(head)[:-1] + ',"nodes":[\n'
     sep = ""
-    for _depth, (record,) in Node.objects.preorder(tree, select=_WEFT_RECORD):
+    for _depth, (record,) in Node.objects.preorder(tree, select=_weft_record()):
         yield sep + record
         sep = ",\n"
     yield "\n]}\n"
 
 
 def jsonl(tree: Tree) -> Iterator[str]:
-    for _depth, (record,) in Node.objects.preorder(tree, select=_WEFT_RECORD):
+    for _depth, (record,) in Node.objects.preorder(tree, select=_weft_record()):
         yield record + "\n"
 
 

@@ -223,6 +223,7 @@ class TreeWriter:
 
     def __init__(self, owner) -> None:
         self.tree = Tree.objects.create(owner=owner, title="Imported tree")
+        self.owner_name = owner.get_username()
         self.ids: dict[str, int] = {}
         self.parent_of: dict[int, int | None] = {}
         self.next_position: dict[int | None, int] = {}
@@ -264,7 +265,11 @@ class TreeWriter:
             self.first_root = node_id
         if rec.text.strip() and (self.first_text is None or node_id < self.first_text[0]):
             self.first_text = (node_id, rec.text[:400])
-        fields = {k: v for k, v in rec.fields.items() if k != "position"}
+        fields = {k: v for k, v in rec.fields.items() if k not in ("position", "written_by")}
+        # A file's writer is kept only when it names the importing user: a file could
+        # name anyone, and nobody's text is put in another user's name.
+        if rec.fields.get("written_by") == self.owner_name:
+            fields["written_by_id"] = self.tree.owner_id
         self.batch.append(
             Node(
                 id=node_id,

@@ -156,6 +156,8 @@ def weft_record(i: int, n: Any) -> Rec:
     }
     if "visited_at" in extra_fields:
         extra_fields["visited_at"] = as_when(extra_fields["visited_at"])
+    if isinstance(n.get("written_by"), str):
+        extra_fields["written_by"] = n["written_by"]  # a name: TreeWriter.add decides
     tags = n.get("tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ImportRefused(f"Node {key!r}: tags must be a list of strings.")

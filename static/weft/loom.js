@@ -241,7 +241,8 @@
   // and while it holds unsaved changes; otherwise its chips are Tab stops of their own.
   function editOn() {
     const d = doc();
-    if (!d || d.isContentEditable) return;
+    // A viewer's reader is marked read-only: the text is not editable at all.
+    if (!d || d.isContentEditable || d.closest("[data-readonly]")) return;
     d.contentEditable = "plaintext-only";
     d.setAttribute("aria-readonly", "false");
   }
@@ -370,6 +371,12 @@
   document.addEventListener("htmx:oobAfterSwap", armAll);
   window.addEventListener("beforeunload", (ev) => { if (dirty()) ev.preventDefault(); });
   window.addEventListener("popstate", () => location.reload());
+  // The owner's share dialog: htmx loads its content as it opens (the button's hx-get).
+  document.addEventListener("click", (ev) => {
+    if (ev.target.closest && ev.target.closest("#share-open")) {
+      document.getElementById("share-dialog").showModal();
+    }
+  });
   document.addEventListener("DOMContentLoaded", () => {
     initDoc();
     const cur = document.getElementById("current-seg");

@@ -36,6 +36,7 @@ def make_world(user) -> dict[str, Any]:
     from batch.models import Batch, BatchItem
     from completions.models import Generation
     from feedback.models import BudgetRequest, Feedback
+    from loom import access
     from loom.models import Author, Expansion, Tree
     from workbench.models import Draft, Preset, Run, SavedPrompt
 
@@ -75,7 +76,11 @@ def make_world(user) -> dict[str, Any]:
                                               "tokens": 1, "mean_logprob": -0.5}])  # fmt: skip
     failed = BatchItem.objects.create(batch=batch, index=1, line=2, prompt="z", state="failed",
                                       error_code="upstream_error")  # fmt: skip
+    # Someone the tree is shared with (the share dialog's revoke names them).
+    friend = type(user).objects.create_user(f"{user.get_username()}-friend")
+    access.share(tree, friend, access.VIEWER)
     ids = {
+        "user_id": friend.pk,
         "tree_id": tree.pk,
         "node_id": child.pk,
         "generation_id": [done.pk, loom.pk, inspect.pk],

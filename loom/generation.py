@@ -12,6 +12,7 @@ from django.db import transaction
 from completions import lifecycle, pipeline
 from completions.forms import ParamsForm, lookup_model
 from completions.models import Generation
+from loom import access, live
 from loom.context import Context, prompt_for
 from loom.models import Author, LoomError, Node, Tree
 
@@ -82,7 +83,6 @@ def materialize_finished(node: Node) -> None:
         target__parent=node.pk,
         claimed_at__isnull=True,
         state__in=Generation.TERMINAL,
-        owner_id=node.tree.owner_id,
     ).order_by("id")
     for g in finished[:MAX_MODELS]:
         materialize(g)
@@ -118,6 +118,8 @@ def start_many(user, tree: Tree, node: Node, bodies: list[dict]) -> list:
         for body in prepared:
             target = target_for(tree, node, context)
             started.append(pipeline.start(user, body, kind=KIND, target=target))
+        # The tree's other pages on this node re-read it and so open the same streams.
+        live.publish(tree.pk, "generating", [node.pk], generations=[g.pk for g in started])
         return started
 
 
@@ -235,13 +237,14 @@ def materialize_plain(generation) -> list[Node] | None:
                 g.claim()  # nothing to keep
             return None
         target = g.target or {}
-        parent = Node.objects.filter(
-            pk=target.get("parent"), tree_id=target.get("tree"), tree__owner_id=g.owner_id
-        ).first()
-        if parent is None:
+        parent = Node.objects.filter(pk=target.get("parent"), tree_id=target.get("tree")).first()
+        # Whoever asked must still be able to write in the tree (a share revoked
+        # meanwhile leaves the result for their Recover).
+        if parent is None or not access.can_edit(access.role_for(g.owner, parent.tree_id)):
             log.info("generation %s: parent node gone, left for Recover", g.pk)
             return None
-        return attach(g, parent)
+        with live.acting(g.owner_id, g.owner.get_username()):
+            return attach(g, parent)
 
 
 def attach_to(user, generation_id: int, parent: Node) -> list[Node]:

@@ -1,0 +1,107 @@
+"""ws/loom/<tree id>/: a tree's open page, live (loom/live.py). The socket forwards
+the tree's events as JSON (ids and usernames only; the page fetches the fragments),
+keeps the page's presence, and re-checks the user's role when it changes: revoked,
+the page is told and the socket closes; another role, the page re-reads its controls."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from core.consumers import OwnerConsumer
+from loom import access, live
+from loom.models import Node
+
+log = logging.getLogger(__name__)
+
+REVOKED_CLOSE = 4403  # not one the ws extension reconnects on, nor loomlive.js
+_redis: aioredis.Redis | None = None
+
+
+def presence_redis() -> aioredis.Redis:
+    """One pool per process (the presence hash must be shared by every web process)."""
+    global _redis
+    if _redis is None:
+        _redis = aioredis.Redis.from_url(settings.REDIS_URL)
+    return _redis
+
+
+class TreeConsumer(OwnerConsumer):
+    async def authorize(self) -> list[str]:
+        self.tree_id = int(self.scope["url_route"]["kwargs"]["tree_id"])
+        self.role = await database_sync_to_async(access.role_for)(self.user, self.tree_id)
+        # A stranger is refused before the socket is accepted (nothing is ever sent).
+        return [live.group(self.tree_id)] if access.can_view(self.role) else []
+
+    async def on_accepted(self) -> None:
+        self.node: int | None = None
+        await self.send_json({"kind": "hello", "role": self.role})
+        await self._send_presence()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "joined", None):
+            try:
+                await presence_redis().hdel(live.presence_key(self.tree_id), self.channel_name)
+                await self.channel_layer.group_send(
+                    live.group(self.tree_id), {"type": "presence.changed"}
+                )
+            except Exception:  # presence is a courtesy: ages out within PRESENCE_TTL anyway
+                log.warning("tree %s: presence not cleared", self.tree_id)
+        await super().disconnect(code)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """The page says which node it is on: {"here": node id} (also its heartbeat)."""
+        if not isinstance(content, dict) or "here" not in content:
+            return
+        try:
+            node = int(content["here"])
+        except (TypeError, ValueError):
+            return
+        if node != self.node:
+            in_tree = await database_sync_to_async(
+                Node.objects.filter(pk=node, tree_id=self.tree_id).exists
+            )()
+            if not in_tree:
+                return
+        moved = node != self.node
+        self.node = node
+        value = orjson.dumps([self.user.pk, self.user.get_username(), node, time.time()])
+        key = live.presence_key(self.tree_id)
+        store = presence_redis()
+        await store.hset(key, self.channel_name, value)
+        await store.expire(key, live.PRESENCE_TTL * 2)
+        if moved:
+            await self.channel_layer.group_send(
+                live.group(self.tree_id), {"type": "presence.changed"}
+            )
+
+    async def _send_presence(self) -> None:
+        raw = await presence_redis().hgetall(live.presence_key(self.tree_id))
+        people = live.present_people(raw, exclude=self.channel_name)
+        await self.send_json({"kind": "presence", "people": people})
+
+    async def presence_changed(self, event: dict) -> None:
+        await self._send_presence()
+
+    async def tree_event(self, event: dict) -> None:
+        await self.send_json({"kind": "event", **{k: v for k, v in event.items() if k != "type"}})
+
+    async def access_changed(self, event: dict) -> None:
+        if event.get("user_id") not in (None, self.user.pk):
+            return
+        role = await database_sync_to_async(access.role_for)(self.user, self.tree_id)
+        if not access.can_view(role):
+            await self.send_json(
+                {"kind": "revoked", "message": "You no longer have access to this tree."}
+            )
+            await self.close(code=REVOKED_CLOSE)
+            return
+        if role != self.role:
+            self.role = role
+            await self.send_json({"kind": "role", "role": role})

@@ -18,8 +18,23 @@ from django.urls import reverse
 
 Renderer = Callable[[HttpRequest, Any], HttpResponse]
 Executor = Callable[[Any, str], None]
+Watchers = Callable[[Any, Any], bool]
 _RENDERERS: dict[str, Renderer] = {}
 _EXECUTORS: dict[str, Executor] = {}
+_WATCHERS: dict[str, Watchers] = {}
+
+
+def register_watchers(kind: str, may_watch: Watchers) -> None:
+    """Who besides its owner may watch a run of this kind stream, and read its result
+    (the Loom: whoever may read the tree it grows). `may_watch(user, generation)`."""
+    _WATCHERS[kind] = may_watch
+
+
+def may_watch(user: Any, generation: Any) -> bool:
+    if generation.owner_id == user.pk:
+        return True
+    check = _WATCHERS.get(generation.kind)
+    return bool(check and check(user, generation))
 
 
 def register_executor(kind: str, run: Executor) -> None:

@@ -1,11 +1,12 @@
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from api import usage_charts  # the charts of the usage page
 from api.ledger import usage_by_key  # the API's per-key section of the usage page
 from completions import budget, lifecycle
-from completions.registry import render_result
+from completions.models import Generation
+from completions.registry import may_watch, render_result
 from core.shortcuts import own_generation
 from feedback.models import BudgetRequest  # asked for more budget: the answers
 
@@ -29,8 +30,10 @@ def usage(request):
 def generation_result(request, generation_id: int):
     """The saved result of a generation, what every page's final fragment loads: the
     generation's kind renders it (completions.registry)."""
-    generation = lifecycle.check_alive(own_generation(request, generation_id))
-    return render_result(request, generation)
+    generation = Generation.objects.pages().filter(pk=generation_id).first()
+    if generation is None or not may_watch(request.user, generation):
+        raise Http404("no such generation")
+    return render_result(request, lifecycle.check_alive(generation))
 
 
 @require_POST

@@ -262,6 +262,12 @@ def attach_to(user, generation_id: int, parent: Node) -> list[Node]:
         return attach(g, parent, label=f"attach generation {g.pk}")
 
 
+def may_watch(user, generation) -> bool:
+    """Anyone who may read the tree a generation grows sees it stream (completions.registry)."""
+    tree_id = (generation.target or {}).get("tree")
+    return isinstance(tree_id, int) and access.can_view(access.role_for(user, tree_id))
+
+
 def on_generation_finished(sender, generation, **kwargs) -> None:
     try:
         materialize(generation)

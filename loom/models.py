@@ -281,6 +281,7 @@ class Segment(NamedTuple):
     text: str
     author: str
     bookmarked: bool
+    version: int = 1  # what an edit of it in the document is based on
 
     @property
     def is_model(self) -> bool:

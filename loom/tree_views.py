@@ -118,7 +118,7 @@ def outline_context(tree: Tree, node: Node, *, show_archived: bool = False) -> d
     kids: dict[int, list[Any]] = {}
     for child in _children_of(path_ids, show_archived, set(path_ids)):
         kids.setdefault(child.parent_id, []).append(child)
-    top_id, _parent, text, author, bookmarked = path[0]
+    top_id, _parent, text, author, bookmarked, _version = path[0]
     top = Item(
         id=top_id,
         label=text[:LABEL],

@@ -7,6 +7,7 @@ import json
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.db import transaction
 from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
@@ -22,10 +23,10 @@ from completions.models import Generation
 from completions.schema import ParamsInvalid
 from core.shortcuts import int_or_404
 from core.tokens import text_before
+from loom import access, tree_views
 from loom import expansion as growing
 from loom import generation as gen
 from loom import search as finding
-from loom import tree_views
 from loom.context import Context
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
@@ -42,7 +43,7 @@ from loom.forms import (
     WriteModeForm,
     first_error,
 )
-from loom.models import Expansion, LoomError, Node, Rating, Tree, WriteMode
+from loom.models import Expansion, LoomError, Node, Rating, Stale, Tree, WriteMode
 from loom.reading import (
     hoisted_path,
     live_generations,
@@ -59,7 +60,14 @@ INVALID = 422
 
 
 def owned_tree(request, tree_id: int) -> Tree:
-    return get_object_or_404(Tree, pk=tree_id, owner=request.user)
+    # Placeholder until h22s merges (h22s's role door replaces this): a stranger gets
+    # a 404, a viewer's POST a 403.
+    role = access.role_for(request.user, tree_id)
+    if not access.can_view(role):
+        raise Http404("no such tree")
+    if request.method == "POST" and not access.can_edit(role):
+        raise PermissionDenied("You can read this tree but not change it.")
+    return get_object_or_404(Tree, pk=tree_id)
 
 
 def owned_node(tree: Tree, node_id: int) -> Node:
@@ -186,7 +194,9 @@ def _models() -> list:
 
 
 def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
-    ctx = reader_context(tree, node, show_archived=request.session.get(SHOW_ARCHIVED, False))
+    ctx = reader_context(
+        tree, node, show_archived=request.session.get(SHOW_ARCHIVED, False), user=request.user
+    )
     ctx.update(tree_views.outline_context(tree, node, show_archived=ctx["show_archived"]))
     ctx["models"] = _models()
     ctx["model_ids"] = [m.id for m in ctx["models"]]
@@ -260,13 +270,15 @@ def node_action(request, tree_id: int, node_id: int, action: str):
     try:
         if action == "edit":
             focus = node.edit(
-                _valid(TextForm, post)["text"], as_sibling=bool(post.get("as_sibling"))
+                _valid(TextForm, post)["text"],
+                as_sibling=bool(post.get("as_sibling")),
+                based_on=_version(post),
             )
         elif action == "child":
             focus = node.add_child(_valid(TextForm, post)["text"])
         elif action == "split":
             offset = _int(post.get("offset"), "offset")
-            tail = node.split(offset)
+            tail = node.split(offset, based_on=_version(post))
             below = _focus_below(tree, node, post.get("focus"))
             # Below the split node the path reads the same; on it, the text after the
             # caret would vanish from the reader: show the new child that holds it.
@@ -277,7 +289,7 @@ def node_action(request, tree_id: int, node_id: int, action: str):
                 f"is now its child, node {tail.pk}{where}."
             )
         elif action == "merge":
-            focus = node.merge_into_parent()
+            focus = node.merge_into_parent(based_on=_version(post))
         elif action == "move":
             target = Node.objects.filter(pk=_int(post.get("target"), "target"), tree=tree).first()
             if target is None:
@@ -318,10 +330,32 @@ def node_action(request, tree_id: int, node_id: int, action: str):
             tree.hoist(None)
         else:
             raise Http404("unknown action")
+    except Stale as exc:
+        return _stale(request, tree, exc)
     except LoomError as exc:
         node.refresh_from_db()
         return _after(request, tree, node, error=str(exc))
     return _after(request, tree, focus, **notice)
+
+
+def _version(post) -> int | None:
+    """The version of the node the page's edit, split or merge was based on (None
+    when the form did not say: nothing is checked then)."""
+    value = post.get("version")
+    return None if value in (None, "") else _int(value, "version")
+
+
+def _stale(request, tree: Tree, exc: Stale):
+    """A change based on an older version of the node: not applied. The writer's
+    text is shown beside the current one, with a form that keeps it as a sibling or
+    applies it over the current version; the reader (what they typed) stays as it is."""
+    ctx = {"tree": tree, "node": exc.node, "mine": exc.mine, "message": str(exc), "oob": True}
+    if not request.htmx:
+        messages.error(request, str(exc))
+        return redirect(node_url(exc.node, tree))
+    response = render(request, "loom/tree.html#conflict", ctx, status=INVALID)
+    response["HX-Reswap"] = "none"
+    return response
 
 
 def _focus_below(tree: Tree, node: Node, value) -> Node | None:
@@ -391,7 +425,7 @@ def _replay(request, tree_id: int, step, verb: str, nothing: str):
     tree = owned_tree(request, tree_id)
     error = ""
     try:
-        done = step(tree)
+        done = step(tree, request.user)
     except LoomError as exc:
         done, error = None, str(exc)
     tree.refresh_from_db()
@@ -447,9 +481,9 @@ def _notice(request, tree: Tree, *, error: str = "", notice: str = "", errors=()
 MAX_EDITS = 50
 
 
-def _edits(tree: Tree, node: Node, raw: str) -> list[tuple[Node, str]]:
-    """The document's changed segments: [{"node": id, "text": …}], each a node on
-    the path to `node` (what the document shows)."""
+def _edits(tree: Tree, node: Node, raw: str) -> list[tuple[Node, str, int | None]]:
+    """The document's changed segments: [{"node": id, "text": …, "version": …}], each
+    a node on the path to `node` (what the document shows), at the version shown."""
     if not raw:
         return []
     try:
@@ -458,16 +492,19 @@ def _edits(tree: Tree, node: Node, raw: str) -> list[tuple[Node, str]]:
         raise LoomError("The edits could not be read; reload the page.") from None
     if not isinstance(items, list) or len(items) > MAX_EDITS:
         raise LoomError(f"Send at most {MAX_EDITS} changed segments at once.")
-    out: list[tuple[Node, str]] = []
+    out: list[tuple[Node, str, int | None]] = []
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
             raise LoomError("The edits could not be read; reload the page.")
         target = Node.objects.filter(pk=_int(item.get("node"), "node"), tree=tree).first()
         if target is None or not Node.objects.is_ancestor(target, node):
             raise LoomError("An edited segment is not on this path any more; reload the page.")
-        if any(t.pk == target.pk for t, _ in out):
+        if any(t.pk == target.pk for t, _, _ in out):
             raise LoomError("A segment was sent twice; reload the page.")
-        out.append((target, _valid(TextForm, {"text": item["text"]})["text"]))
+        version = item.get("version")
+        if version is not None and not isinstance(version, int):
+            raise LoomError("The edits could not be read; reload the page.")
+        out.append((target, _valid(TextForm, {"text": item["text"]})["text"], version))
     return out
 
 
@@ -495,8 +532,8 @@ def write(request, tree_id: int, node_id: int):
         with transaction.atomic():
             focus = node
             with tree.batch("write in the text"):
-                for target, text in edits:
-                    made = target.edit(text, as_sibling=sibling)
+                for target, text, version in edits:
+                    made = target.edit(text, as_sibling=sibling, based_on=version)
                     focus = made if sibling else focus
                 if append:
                     focus = focus.add_child(append)
@@ -508,6 +545,8 @@ def write(request, tree_id: int, node_id: int):
     except ParamsInvalid as exc:
         errors = [f"{e.field}: {e.message}" for e in exc.errors]
         return _notice(request, tree, error="Nothing was saved or sent.", errors=errors)
+    except Stale as exc:
+        return _stale(request, tree, exc)
     except (LoomError, BudgetRefused, BackendError) as exc:
         message = exc.message if isinstance(exc, BudgetRefused) else str(exc)
         return _notice(request, tree, error=f"Nothing was saved or sent: {message}")
@@ -803,9 +842,9 @@ def render_result(request, g):
     made = gen.materialize(g)
     g.refresh_from_db()
     target = g.target or {}
-    parent = Node.objects.filter(
-        pk=target.get("parent"), tree_id=target.get("tree"), tree__owner=request.user
-    ).first()
+    parent = Node.objects.filter(pk=target.get("parent"), tree_id=target.get("tree")).first()
+    if parent is not None and not access.can_view(access.role_for(request.user, parent.tree_id)):
+        parent = None
     ctx = {"generation": g, "made": made, "parent": parent}
     if parent is not None:
         ctx.update(

@@ -5,8 +5,10 @@ the page is told and the socket closes; another role, the page re-reads its cont
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import weakref
 from typing import Any
 
 import orjson
@@ -21,15 +23,19 @@ from loom.models import Node
 log = logging.getLogger(__name__)
 
 REVOKED_CLOSE = 4403  # not one the ws extension reconnects on, nor loomlive.js
-_redis: aioredis.Redis | None = None
+_redis: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def presence_redis() -> aioredis.Redis:
-    """One pool per process (the presence hash must be shared by every web process)."""
-    global _redis
-    if _redis is None:
-        _redis = aioredis.Redis.from_url(settings.REDIS_URL)
-    return _redis
+    """One pool per event loop (a server has one; its connections belong to it). The
+    presence hash is in Redis, not here: every web process sees every page."""
+    loop = asyncio.get_running_loop()
+    client = _redis.get(loop)
+    if client is None:
+        client = _redis[loop] = aioredis.Redis.from_url(settings.REDIS_URL)
+    return client
 
 
 class TreeConsumer(OwnerConsumer):

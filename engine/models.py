@@ -246,9 +246,14 @@ class LlamaModel(Model):
         set_verbose(False)
         llama_cpp.llama_backend_init()
         gguf = Path(path) if path else default_gguf_path()
-        model = _internals.LlamaModel(
-            path_model=str(gguf), params=llama_cpp.llama_model_default_params(), verbose=False
-        )
+        model_params = llama_cpp.llama_model_default_params()
+        # No extra weight buffer types (AMX tiles, repacked layouts): a build compiled on a
+        # CPU that advertises AMX (as this kind's VMs do) puts the weights in AMX buffers,
+        # and every decode then dies on its first tile instruction (SIGILL at `tileloadd`,
+        # seen with llama-cpp-python 0.3.36 built natively here). The plain CPU buffers
+        # run everywhere the build runs.
+        model_params.use_extra_bufts = False
+        model = _internals.LlamaModel(path_model=str(gguf), params=model_params, verbose=False)
         self._llama_cpp = llama_cpp
         self._model = model
         train_ctx = model.n_ctx_train()

@@ -374,7 +374,14 @@
     const cur = document.getElementById("current-seg");
     if (cur) cur.scrollIntoView({ block: "nearest" });
   });
-  document.addEventListener("htmx:oobAfterSwap", armAll);
+  document.addEventListener("htmx:oobAfterSwap", () => {
+    armAll();
+    // A change not applied over someone else's: its notice holds both texts and the
+    // choices, and a modal dialog would keep them out of reach (the text is in it too).
+    if (document.querySelector("#loom-notices .conflict")) {
+      document.querySelectorAll("#loom-reader dialog[open]").forEach((d) => d.close());
+    }
+  });
   window.addEventListener("beforeunload", (ev) => { if (dirty()) ev.preventDefault(); });
   // For static/weft/loomlive.js: an update from someone else waits while this is true.
   window.weftLoom = { dirty, toast };

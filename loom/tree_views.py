@@ -140,7 +140,7 @@ def outline_context(tree: Tree, node: Node, *, show_archived: bool = False) -> d
         next_id = path_ids[i + 1]
         nxt = next((c for c in item.children if c.id == next_id), None)
         if nxt is None:  # the path's next node sorts past the listed children
-            _id, _parent, text, author, bookmarked = by_id[next_id]
+            _id, _parent, text, author, bookmarked, _version = by_id[next_id]
             nxt = Item(
                 id=next_id,
                 label=text[:LABEL],

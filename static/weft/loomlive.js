@@ -164,8 +164,11 @@
       retry = Math.min(retry * 2, 10000);
     });
   }
+  let seenReader = reader();
   document.addEventListener("htmx:afterSwap", (ev) => {
-    if (!ev.detail.target || ev.detail.target.id !== "loom-reader") return;
+    // Only a reader actually replaced is fresh (a refused save swaps nothing: "none").
+    if (!ev.detail.target || ev.detail.target.id !== "loom-reader" || reader() === seenReader) return;
+    seenReader = reader();
     touched = false;
     if (pending) { pending = null; hideWaiting(); }  // the swap brought the update too
     here(false);

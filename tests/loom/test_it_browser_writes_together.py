@@ -30,7 +30,9 @@ def open_tree(page, base, tree, node):
 
 
 def reader_at(page, node_id):
-    expect(page.locator("#loom-reader")).to_have_attribute("data-node", str(node_id), timeout=10_000)
+    expect(page.locator("#loom-reader")).to_have_attribute(
+        "data-node", str(node_id), timeout=10_000
+    )
 
 
 def test_it_lets_two_people_write_in_one_tree(
@@ -51,7 +53,9 @@ def test_it_lets_two_people_write_in_one_tree(
     # Presence: each sees the other on the root, in the bar and the outline.
     expect(a.locator("#loom-people .presence-mark")).to_have_text("BE")
     expect(b.locator("#loom-people .presence-mark")).to_have_text("AN")
-    expect(a.locator(f'#loom-outline li[data-id="{root.pk}"] > .oi-row .presence-mark')).to_have_text("BE")
+    expect(
+        a.locator(f'#loom-outline li[data-id="{root.pk}"] > .oi-row .presence-mark')
+    ).to_have_text("BE")
     expect(a.locator(f'#loom-doc .seg[data-id="{root.pk}"]')).to_have_attribute("data-here", "BE")
 
     # A generates; B's page opens the same streams and sees the text come in.
@@ -71,7 +75,9 @@ def test_it_lets_two_people_write_in_one_tree(
     kid = kids[0]
     b.locator(f'#loom-children a.go[data-id="{kid.pk}"]').click()
     reader_at(b, kid.pk)
-    expect(a.locator(f'#loom-children a.go[data-id="{kid.pk}"] + .presence-mark')).to_have_text("BE")
+    expect(a.locator(f'#loom-children a.go[data-id="{kid.pk}"] + .presence-mark')).to_have_text(
+        "BE"
+    )
     b.keyboard.press("e")
     b.get_by_label(f"Text of node {kid.pk}").fill(" Ben rewrote this line.")
     started = time.monotonic()
@@ -101,6 +107,8 @@ def test_it_lets_two_people_write_in_one_tree(
     expect(conflict).to_contain_text("was changed meanwhile")
     expect(conflict.locator(".conflict-mine")).to_have_text(" Ben's second thought.")
     expect(conflict.locator(".conflict-now")).to_have_text(" Ann's version.")
+    # The refused save swapped nothing: the update still waits for B.
+    expect(b.locator("#loom-update")).to_be_visible()
     b.screenshot(path=artifacts_dir / "loom-together-b-conflict.png")
     conflict.get_by_role("button", name="Keep mine as a sibling").click()
     expect(b.locator("#current-seg")).to_have_text(" Ben's second thought.")
@@ -109,11 +117,15 @@ def test_it_lets_two_people_write_in_one_tree(
 
     # A downgrades B to viewer: B's page hears it at once and re-reads the reader; B's
     # next change is refused (403) and changes nothing.
-    b.wait_for_function("document.activeElement === document.body || !document.querySelector('dialog[open]')")
+    b.wait_for_function(
+        "document.activeElement === document.body || !document.querySelector('dialog[open]')"
+    )
     before = int(b.locator("#loom-live").get_attribute("data-updates") or 0)
     share(tree, ben, "viewer")
     b.wait_for_function("window.weftLive.role === 'viewer'")
-    b.wait_for_function(f"Number(document.getElementById('loom-live').dataset.updates || 0) > {before}")
+    b.wait_for_function(
+        f"Number(document.getElementById('loom-live').dataset.updates || 0) > {before}"
+    )
     shown = int(b.locator("#loom-reader").get_attribute("data-node"))
     with b.expect_response(lambda r: r.request.method == "POST") as refused:
         b.keyboard.press("b")
@@ -123,7 +135,9 @@ def test_it_lets_two_people_write_in_one_tree(
     # A revokes: B's page says so and its socket closes; A's stays open.
     share(tree, ben, None)
     expect(b.locator("#loom-live .revoked")).to_have_text("You no longer have access to this tree.")
-    b.wait_for_function("window.weftLive.closed === true && window.weftLive.socket.readyState === 3")
+    b.wait_for_function(
+        "window.weftLive.closed === true && window.weftLive.socket.readyState === 3"
+    )
     b.screenshot(path=artifacts_dir / "loom-together-b-revoked.png")
     assert a.evaluate("window.weftLive.socket.readyState") == 1
     expect(a.locator("#loom-people .presence-mark")).to_have_count(0)

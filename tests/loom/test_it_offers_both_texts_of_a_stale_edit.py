@@ -2,6 +2,7 @@
 version before it) is not applied over it — the writer is shown both texts, escaped,
 and can keep theirs as a sibling or apply it over the current one. Nothing is lost."""
 
+import json
 import re
 
 import pytest
@@ -24,7 +25,12 @@ def test_it_keeps_the_second_writers_text_and_offers_it_back(make_user, make_tre
     node = tree.root.add_child("The original.")
     share(tree, editor, "editor")
     client.force_login(owner)
-    assert post(client, tree, node, "edit", {"text": "Owner's <i>take</i>.", "version": "1"}).status_code == 200
+    assert (
+        post(
+            client, tree, node, "edit", {"text": "Owner's <i>take</i>.", "version": "1"}
+        ).status_code
+        == 200
+    )
     client.force_login(editor)
     stale = post(client, tree, node, "edit", {"text": "Editor's <b>take</b>.", "version": "1"})
 
@@ -40,7 +46,13 @@ def test_it_keeps_the_second_writers_text_and_offers_it_back(make_user, make_tre
     form_text = re.search(r'<textarea name="text" hidden[^>]*>([^<]*)</textarea>', page)[1]
     assert form_text == escape("Editor's <b>take</b>.")
     assert 'name="version" value="2"' in page
-    kept = post(client, tree, node, "edit", {"text": "Editor's <b>take</b>.", "version": "2", "as_sibling": "1"})
+    kept = post(
+        client,
+        tree,
+        node,
+        "edit",
+        {"text": "Editor's <b>take</b>.", "version": "2", "as_sibling": "1"},
+    )
     assert kept.status_code == 200
     texts = sorted(Node.objects.filter(parent=tree.root).values_list("text", flat=True))
     assert texts == ["Editor's <b>take</b>.", "Owner's <i>take</i>."]
@@ -63,7 +75,7 @@ def test_it_refuses_a_stale_split_merge_and_document_write(make_user, make_tree,
     split = post(client, tree, node, "split", {"offset": "3", "version": "1"})
     kid.edit(" four!")  # kid at version 2 now
     merge = post(client, tree, kid, "merge", {"version": "1"})
-    edits = '[{"node": %d, "text": "mine instead", "version": 1}]' % node.pk
+    edits = json.dumps([{"node": node.pk, "text": "mine instead", "version": 1}])
     write = client.post(
         f"/loom/{tree.pk}/n/{kid.pk}/write/", {"edits": edits}, headers={"HX-Request": "true"}
     )

@@ -57,7 +57,9 @@ def test_it_tells_nobody_of_a_refused_change(make_user, make_tree, client):
             client.post, f"/loom/{tree.pk}/n/{tree.root.pk}/delete/", headers={"HX-Request": "true"}
         )
         await in_thread(
-            client.post, f"/loom/{tree.pk}/n/{tree.root.pk}/bookmark/", headers={"HX-Request": "true"}
+            client.post,
+            f"/loom/{tree.pk}/n/{tree.root.pk}/bookmark/",
+            headers={"HX-Request": "true"},
         )
         event = await next_kind(ws, "event")
         await ws.disconnect()

@@ -3,7 +3,7 @@ a 100,000-node shared tree opening as fast as its owner's.
 
     .venv/bin/python bench/loom_live.py [--pages 10] [--rounds 30] [--nodes 100000] [--repeat 40]
 
-Starts a throw-away Postgres and Redis, the ASGI server (one process, as `make run`),
+Starts a throw-away Postgres and Redis, the scripted engine, the ASGI server (one process, as `make run`),
 and Debian's Chromium (Playwright). The owner shares a tree with an editor and opens
 it on --pages pages (one browser context, each page its own socket). Each round the
 editor toggles a bookmark on the root through the real server (httpx with the
@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.loom_tree import build_bushy, time_open  # noqa: E402
 from bench.stack import percentile, start_services, start_web  # noqa: E402
+from engine.testing import run_engine  # noqa: E402
 from launch.datadir import scratch_dir  # noqa: E402
 from launch.supervisor import Supervisor  # noqa: E402
 
@@ -132,10 +133,17 @@ def main() -> None:
 
     scratch = scratch_dir("weft-bench-")
     sup = Supervisor()
+    # The scripted engine: the reader lists the backend's models on every open.
+    with run_engine(backend="scripted") as engine:
+        run(args, scratch, sup, engine)
+
+
+def run(args: argparse.Namespace, scratch: Path, sup: Supervisor, engine: str) -> None:
     try:
         env = start_services(
-            scratch, sup, DATABASE_CONN_MAX_AGE="60", ALLOWED_HOSTS="testserver,127.0.0.1"
-        )
+            scratch, sup, DATABASE_CONN_MAX_AGE="60", ALLOWED_HOSTS="testserver,127.0.0.1",
+            WEFT_BACKEND_URL=f"{engine}/v1",
+        )  # fmt: skip
         os.environ.update(env)
         import django
 

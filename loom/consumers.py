@@ -93,9 +93,12 @@ class TreeConsumer(OwnerConsumer):
         await self.send_json({"kind": "presence", "people": people})
 
     async def presence_changed(self, event: dict) -> None:
-        await self._send_presence()
+        if not getattr(self, "revoked", False):
+            await self._send_presence()
 
     async def tree_event(self, event: dict) -> None:
+        if getattr(self, "revoked", False):
+            return
         await self.send_json({"kind": "event", **{k: v for k, v in event.items() if k != "type"}})
 
     async def access_changed(self, event: dict) -> None:
@@ -106,6 +109,9 @@ class TreeConsumer(OwnerConsumer):
             await self.send_json(
                 {"kind": "revoked", "message": "You no longer have access to this tree."}
             )
+            # Out of the group first: nothing more of the tree reaches this socket.
+            self.revoked = True
+            await self.channel_layer.group_discard(live.group(self.tree_id), self.channel_name)
             await self.close(code=REVOKED_CLOSE)
             return
         if role != self.role:

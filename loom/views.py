@@ -7,11 +7,13 @@ import json
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
+from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.db import transaction
-from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -244,6 +246,30 @@ def node_path(request, tree_id: int, node_id: int):
     segments, _hoisted = hoisted_path(tree, node, Node.objects.path_to(node))
     ctx.update(path_context(segments, tree))
     return render(request, "loom/tree.html#path", ctx)
+
+
+LIVE_CACHE_SECONDS = 30
+
+
+@require_GET
+def node_live(request, tree_id: int, node_id: int):
+    """What someone else's change alters on a page showing `node` (the path, the
+    children, the outlines, the node's line and edit form), out of band. Rendered once
+    per change of the tree and shared by every page on the node: it holds nothing that
+    depends on who reads it, and ten pages re-reading the whole reader would queue
+    behind each other in the server's one thread for sync views."""
+    tree = owned_tree(request, tree_id)
+    node = owned_node(tree, node_id)
+    show = bool(request.session.get(SHOW_ARCHIVED, False))
+    key = f"loom-live:{tree.pk}:{tree.updated_at.timestamp()}:{node.pk}:{node.version}:{int(show)}"
+    html = cache.get(key)
+    if html is None:
+        ctx = reader_context(tree, node, show_archived=show)
+        ctx.update(tree_views.outline_context(tree, node, show_archived=show))
+        ctx["oob"] = True
+        html = render_to_string("loom/tree.html#live", ctx)
+        cache.set(key, html, LIVE_CACHE_SECONDS)
+    return HttpResponse(html)
 
 
 def _after(request, tree: Tree, node: Node, error: str = "", **notice):

@@ -326,6 +326,14 @@
 
   // The edit dialog's split: the offset is the textarea's caret when the request is
   // built (a click handler runs after htmx has read the form).
+  // The merge button: the node's version as the page has it now (a live update can
+  // bring a newer one without replacing the button).
+  document.addEventListener("htmx:configRequest", (ev) => {
+    const elt = ev.detail.elt;
+    if (elt && elt.hasAttribute && elt.hasAttribute("data-versioned") && reader()) {
+      ev.detail.parameters.version = reader().dataset.version;
+    }
+  });
   document.addEventListener("htmx:configRequest", (ev) => {
     const elt = ev.detail.elt;
     if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-split")) return;
@@ -376,6 +384,8 @@
   });
   document.addEventListener("htmx:oobAfterSwap", () => {
     armAll();
+    // A live update replaced the text (static/weft/loomlive.js): it is the new baseline.
+    if (doc() && doc() !== shownDoc) initDoc();
     // A change not applied over someone else's: its notice holds both texts and the
     // choices, and a modal dialog would keep them out of reach (the text is in it too).
     if (document.querySelector("#loom-notices .conflict")) {

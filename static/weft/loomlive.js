@@ -42,7 +42,7 @@
       b.type = "button";
       b.id = "loom-update";
       b.className = "linkish loom-update";
-      b.addEventListener("click", () => { touched = false; refresh(); });
+      b.addEventListener("click", () => { touched = false; refresh(true); });
       bar.append(b);
     }
     b.textContent = `Updated by ${name || "someone"} — show`;
@@ -57,27 +57,46 @@
     if (!r) return false;
     return ids.some((id) => id === Number(r.dataset.node) || document.querySelector(`[data-id="${id}"]`));
   }
-  async function refresh() {
+  let liveStatus = 0;
+  document.addEventListener("htmx:afterRequest", (ev) => {
+    if (ev.detail.pathInfo && /\/live\/$/.test(ev.detail.pathInfo.requestPath || "")) {
+      liveStatus = ev.detail.xhr ? ev.detail.xhr.status : 0;
+    }
+  });
+  // The parts a change touches, out of band (loom/views.py node_live), or the whole
+  // reader (`whole`: a generation started — its streams come with the reader — a tag, a
+  // new role). The reader's keyboard targets follow.
+  async function refresh(whole) {
     const r = reader();
     pending = null;
     hideWaiting();
     if (!r) return;
     const t = performance.timeOrigin + performance.now();
-    await htmx.ajax("GET", urlOf(r, r.dataset.node), { target: "#loom-reader", swap: "outerHTML", source: r });
+    if (whole) {
+      await htmx.ajax("GET", urlOf(r, r.dataset.node), { target: "#loom-reader", swap: "outerHTML", source: r });
+    } else {
+      liveStatus = 0;
+      const url = urlOf(r, r.dataset.node).replace(/\/$/, "/live/");
+      await htmx.ajax("GET", url, { target: "#loom-reader", swap: "none", source: r });
+      const nav = document.getElementById("loom-nav");
+      if (liveStatus === 200 && nav) Object.assign(reader().dataset, nav.dataset);
+    }
     // The node shown is gone (deleted, merged away): show the top of the tree instead.
-    if (reader() === r && r.isConnected) {
+    if ((whole && reader() === r && r.isConnected) || (!whole && liveStatus === 404)) {
       await htmx.ajax("GET", urlOf(r, r.dataset.root), { target: "#loom-reader", swap: "outerHTML", source: r });
     }
+    drawPresence();
     live.updates += 1;
     live.applied.push({ started: t, done: performance.timeOrigin + performance.now() });
     bar.dataset.updates = String(live.updates);
   }
+  const WHOLE = new Set(["generating", "tags"]);
   function onEvent(msg) {
     if (msg.client === client) return;  // this page's own change: already shown
     if (window.weftGraph) { window.weftGraph.reload(); return; }
     if (!shows(msg.ids || [])) return;
     if (busy()) { pending = msg; showWaiting(msg.name); return; }
-    refresh();
+    refresh(WHOLE.has(msg.event));
   }
 
   // --- presence ---------------------------------------------------------------------------------
@@ -153,7 +172,7 @@
       try { msg = JSON.parse(ev.data); } catch (e) { return; }
       if (msg.kind === "event") onEvent(msg);
       else if (msg.kind === "presence") { live.people = msg.people || []; drawPresence(); }
-      else if (msg.kind === "role") { live.role = msg.role; touched = false; refresh(); }
+      else if (msg.kind === "role") { live.role = msg.role; touched = false; refresh(true); }
       else if (msg.kind === "hello") live.role = msg.role;
       else if (msg.kind === "revoked") revoked(msg.message);
     });

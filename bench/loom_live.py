@@ -113,6 +113,7 @@ def live_rounds(web: str, tree, root_id: int, editor, pages: int, rounds: int):
             for p, n in zip(opened, counts, strict=True):
                 p.wait_for_function(f"window.weftLive.updates > {n}", timeout=30_000)
                 got = p.evaluate("window.weftLive.applied[window.weftLive.applied.length - 1]")
+                assert got["via"] == "socket", got  # the parts came with the event
                 if round_:
                     events.append(got["started"] - t0)
                     doms.append(got["done"] - t0)

@@ -13,8 +13,10 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.core.cache import cache
 
 from core.consumers import OwnerConsumer
 from loom import access, live
@@ -47,6 +49,8 @@ class TreeConsumer(OwnerConsumer):
 
     async def on_accepted(self) -> None:
         self.node: int | None = None
+        self.client = ""  # the page's own id: its own changes need no fragment
+        self.archived = False  # whether its lists show archived nodes (its session's choice)
         await self.send_json({"kind": "hello", "role": self.role})
         await self._send_presence()
 
@@ -65,6 +69,8 @@ class TreeConsumer(OwnerConsumer):
         """The page says which node it is on: {"here": node id} (also its heartbeat)."""
         if not isinstance(content, dict) or "here" not in content:
             return
+        self.client = str(content.get("client") or "")[:64]
+        self.archived = bool(content.get("archived"))
         try:
             node = int(content["here"])
         except (TypeError, ValueError):
@@ -99,7 +105,24 @@ class TreeConsumer(OwnerConsumer):
     async def tree_event(self, event: dict) -> None:
         if getattr(self, "revoked", False):
             return
-        await self.send_json({"kind": "event", **{k: v for k, v in event.items() if k != "type"}})
+        message = {"kind": "event", **{k: v for k, v in event.items() if k != "type"}}
+        if self.node is not None and event.get("client") != self.client and event.get("stamp"):
+            # The parts of the page's node as the change left them, with the event: one
+            # rendering for every page on the node (cached), no request per page.
+            message["node"] = self.node
+            message["html"] = await self._parts(event["stamp"])
+        await self.send_json(message)
+
+    async def _parts(self, stamp: float) -> str:
+        from loom.views import live_key, live_parts
+
+        key = live_key(self.tree_id, self.node or 0, self.archived, stamp)
+        html = await sync_to_async(cache.get, thread_sensitive=False)(key)
+        if html is None:
+            html = await database_sync_to_async(live_parts)(
+                self.tree_id, self.node, self.archived, stamp
+            )
+        return html
 
     async def access_changed(self, event: dict) -> None:
         if event.get("user_id") not in (None, self.user.pk):

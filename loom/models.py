@@ -169,8 +169,10 @@ class Tree(models.Model):
     def touch(self, ids: list[int] | tuple[int, ...] = (), event: str = "changed") -> None:
         """Every change of the tree's nodes ends here (Tree.log, undo, a generation's
         nodes arriving): the tree's open pages hear of it once it commits."""
-        Tree.objects.filter(pk=self.pk).update(updated_at=timezone.now())
-        live.publish(self.pk, event, ids)
+        now = timezone.now()
+        Tree.objects.filter(pk=self.pk).update(updated_at=now)
+        # The stamp names this state of the tree: the pages' re-read parts are cached by it.
+        live.publish(self.pk, event, ids, stamp=now.timestamp())
 
     @transaction.atomic
     def duplicate(self, *, title: str | None = None) -> Tree:

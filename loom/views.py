@@ -261,15 +261,32 @@ def node_live(request, tree_id: int, node_id: int):
     tree = owned_tree(request, tree_id)
     node = owned_node(tree, node_id)
     show = bool(request.session.get(SHOW_ARCHIVED, False))
-    key = f"loom-live:{tree.pk}:{tree.updated_at.timestamp()}:{node.pk}:{node.version}:{int(show)}"
+    return HttpResponse(live_parts(tree, node.pk, show, tree.updated_at.timestamp()))
+
+
+def live_key(tree_id: int, node_id: int, show_archived: bool, stamp: float) -> str:
+    return f"loom-live:{tree_id}:{stamp}:{node_id}:{int(show_archived)}"
+
+
+def live_parts(tree: Tree | int, node_id: int, show_archived: bool, stamp: float) -> str:
+    """node_live's fragment for the tree as it was at `stamp` (its updated_at), from
+    the cache or rendered and kept there; "" when the node is gone. The tree's socket
+    (loom/consumers.py) sends it to every page on the node with the event itself."""
+    tree_id = tree.pk if isinstance(tree, Tree) else tree
+    key = live_key(tree_id, node_id, show_archived, stamp)
     html = cache.get(key)
     if html is None:
-        ctx = reader_context(tree, node, show_archived=show)
-        ctx.update(tree_views.outline_context(tree, node, show_archived=show))
+        if not isinstance(tree, Tree):
+            tree = Tree.objects.get(pk=tree_id)
+        node = Node.objects.filter(pk=node_id, tree_id=tree_id).first()
+        if node is None:
+            return ""
+        ctx = reader_context(tree, node, show_archived=show_archived)
+        ctx.update(tree_views.outline_context(tree, node, show_archived=show_archived))
         ctx["oob"] = True
         html = render_to_string("loom/tree.html#live", ctx)
         cache.set(key, html, LIVE_CACHE_SECONDS)
-    return HttpResponse(html)
+    return html
 
 
 def _after(request, tree: Tree, node: Node, error: str = "", **notice):

@@ -66,13 +66,19 @@
   // The parts a change touches, out of band (loom/views.py node_live), or the whole
   // reader (`whole`: a generation started — its streams come with the reader — a tag, a
   // new role). The reader's keyboard targets follow.
-  async function refresh(whole) {
+  async function refresh(whole, html) {
     const r = reader();
     pending = null;
     hideWaiting();
     if (!r) return;
     const t = performance.timeOrigin + performance.now();
-    if (whole) {
+    liveStatus = 0;
+    if (!whole && html) {
+      // The socket brought the parts already (rendered once for every page on the node).
+      htmx.swap(r, html, { swapStyle: "none" });
+      const nav = document.getElementById("loom-nav");
+      if (nav) Object.assign(reader().dataset, nav.dataset);
+    } else if (whole) {
       await htmx.ajax("GET", urlOf(r, r.dataset.node), { target: "#loom-reader", swap: "outerHTML", source: r });
     } else {
       liveStatus = 0;
@@ -87,7 +93,8 @@
     }
     drawPresence();
     live.updates += 1;
-    live.applied.push({ started: t, done: performance.timeOrigin + performance.now() });
+    const via = whole ? "reader" : html ? "socket" : "request";
+    live.applied.push({ started: t, done: performance.timeOrigin + performance.now(), via });
     bar.dataset.updates = String(live.updates);
   }
   const WHOLE = new Set(["generating", "tags"]);
@@ -96,7 +103,8 @@
     if (window.weftGraph) { window.weftGraph.reload(); return; }
     if (!shows(msg.ids || [])) return;
     if (busy()) { pending = msg; showWaiting(msg.name); return; }
-    refresh(WHOLE.has(msg.event));
+    const html = msg.html && String(msg.node) === reader().dataset.node ? msg.html : "";
+    refresh(WHOLE.has(msg.event), html);
   }
 
   // --- presence ---------------------------------------------------------------------------------
@@ -145,9 +153,10 @@
   function here(force) {
     const r = reader();
     if (!ws || ws.readyState !== WebSocket.OPEN || !r) return;
-    if (!force && shownNode === r.dataset.node) return;
-    shownNode = r.dataset.node;
-    ws.send(JSON.stringify({ here: Number(r.dataset.node) }));
+    const archived = document.querySelector("#show-archived[aria-pressed=true]") !== null;
+    if (!force && shownNode === `${r.dataset.node}:${archived}`) return;
+    shownNode = `${r.dataset.node}:${archived}`;
+    ws.send(JSON.stringify({ here: Number(r.dataset.node), client, archived }));
   }
   function revoked(text) {
     live.revoked = true;

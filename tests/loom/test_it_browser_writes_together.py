@@ -88,6 +88,8 @@ def test_it_lets_two_people_write_in_one_tree(
     took = time.monotonic() - started
     print(f"B's edit to A's children list: {took * 1000:.0f} ms")
     assert took < 1.0
+    # The parts came with the event (rendered once on the server), no request of A's own.
+    assert a.evaluate("window.weftLive.applied.at(-1).via") == "socket"
     a.screenshot(path=artifacts_dir / "loom-together-a-updated.png")
 
     # Both edit that node at once: A saves first, B's open dialog is left alone (the

@@ -17,6 +17,7 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.cache import cache
+from django.db import close_old_connections
 
 from core.consumers import OwnerConsumer
 from loom import access, live
@@ -38,6 +39,21 @@ def presence_redis() -> aioredis.Redis:
     if client is None:
         client = _redis[loop] = aioredis.Redis.from_url(settings.REDIS_URL)
     return client
+
+
+# Renderings under way in this process, by cache key (a dedup, not state: the cache
+# holds the result for every process).
+_rendering: dict[str, asyncio.Future[str]] = {}
+
+
+def _render_parts(tree_id: int, node_id: int, archived: bool, stamp: float) -> str:
+    from loom.views import live_parts
+
+    close_old_connections()
+    try:
+        return live_parts(tree_id, node_id, archived, stamp)
+    finally:
+        close_old_connections()
 
 
 class TreeConsumer(OwnerConsumer):
@@ -114,15 +130,26 @@ class TreeConsumer(OwnerConsumer):
         await self.send_json(message)
 
     async def _parts(self, stamp: float) -> str:
-        from loom.views import live_key, live_parts
+        """From the cache, else rendered once in this process however many of its
+        sockets ask at the same moment, in a thread of its own: the server's one thread
+        for sync views is busy with the very request that made the change."""
+        from loom.views import live_key
 
         key = live_key(self.tree_id, self.node or 0, self.archived, stamp)
         html = await sync_to_async(cache.get, thread_sensitive=False)(key)
-        if html is None:
-            html = await database_sync_to_async(live_parts)(
-                self.tree_id, self.node, self.archived, stamp
-            )
-        return html
+        if html is not None:
+            return html
+        task = _rendering.get(key)
+        if task is None:
+            render = sync_to_async(_render_parts, thread_sensitive=False)
+            task = asyncio.ensure_future(render(self.tree_id, self.node, self.archived, stamp))
+            _rendering[key] = task
+            task.add_done_callback(lambda _t: _rendering.pop(key, None))
+        try:
+            return await asyncio.shield(task)
+        except Exception:  # the page then asks for the parts itself
+            log.exception("tree %s: live parts not rendered", self.tree_id)
+            return ""
 
     async def access_changed(self, event: dict) -> None:
         if event.get("user_id") not in (None, self.user.pk):

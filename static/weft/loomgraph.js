@@ -483,7 +483,7 @@
   // Someone else changed the tree (static/weft/loomlive.js): read it again, keeping the
   // view and the selected node where they are.
   let reloading = null;
-  window.weftGraph = {
+  Object.assign(window.weftGraph, {
     reload: () => {
       if (!g || reloading) return reloading;
       const keep = selected >= 0 && L.items.node[selected] !== undefined ? g.ids[L.items.node[selected]] : null;
@@ -503,7 +503,7 @@
         .finally(() => { reloading = null; });
       return reloading;
     },
-  };
+  });
 
   const t0 = performance.now();
   // The same request as the page's preload (credentials and all), so it is served from it.

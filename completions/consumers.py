@@ -11,7 +11,7 @@ from django.db import DatabaseError
 
 from completions import lifecycle
 from completions.models import Generation
-from completions.registry import result_url
+from completions.registry import may_watch, result_url
 from completions.streaming import (
     Coverage,
     Gap,
@@ -41,10 +41,13 @@ def mend_patience() -> float:
 class GenerationConsumer(OwnerConsumer):
     async def authorize(self) -> list[str]:
         self.generation_id = int(self.scope["url_route"]["kwargs"]["generation_id"])
-        owned = await database_sync_to_async(
-            Generation.objects.pages().filter(pk=self.generation_id, owner=self.user).exists
+        generation = await database_sync_to_async(
+            Generation.objects.pages().filter(pk=self.generation_id).first
         )()
-        return [group_name(self.generation_id)] if owned else []
+        allowed = generation is not None and await database_sync_to_async(may_watch)(
+            self.user, generation
+        )
+        return [group_name(self.generation_id)] if allowed else []
 
     async def on_accepted(self) -> None:
         # The socket is in the group already: what it receives from now on may overlap

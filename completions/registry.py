@@ -2,8 +2,8 @@
 
 Apps call register_result(kind, render) in AppConfig.ready(). Every page's final
 fragment loads /generations/<id>/result/ (completions.views.generation_result),
-which checks ownership once (or, for a kind that registered register_visible, that
-the user may see it) and hands the generation to its kind's renderer.
+which checks ownership once (or, for a kind that registered register_watchers, that
+the user may watch it) and hands the generation to its kind's renderer.
 
 register_executor(kind, run) lets an app run its kind its own way once the door's
 scheduler has claimed it (the API's jobs pass the backend's bytes through verbatim);
@@ -19,21 +19,23 @@ from django.urls import reverse
 
 Renderer = Callable[[HttpRequest, Any], HttpResponse]
 Executor = Callable[[Any, str], None]
-Visible = Callable[[Any, Any], bool]
+Watchers = Callable[[Any, Any], bool]
 _RENDERERS: dict[str, Renderer] = {}
 _EXECUTORS: dict[str, Executor] = {}
-_VISIBLE: dict[str, Visible] = {}
+_WATCHERS: dict[str, Watchers] = {}
 
 
-def register_visible(kind: str, visible: Visible) -> None:
-    """`visible(user, generation)`: whether a user other than the generation's owner
-    may see its result (the Loom: the members of the tree it generates into)."""
-    _VISIBLE[kind] = visible
+def register_watchers(kind: str, may_watch: Watchers) -> None:
+    """Who besides its owner may watch a run of this kind stream, and read its result
+    (the Loom: whoever may read the tree it grows). `may_watch(user, generation)`."""
+    _WATCHERS[kind] = may_watch
 
 
-def visible_to_others(user: Any, generation: Any) -> bool:
-    check = _VISIBLE.get(generation.kind)
-    return check is not None and check(user, generation)
+def may_watch(user: Any, generation: Any) -> bool:
+    if generation.owner_id == user.pk:
+        return True
+    check = _WATCHERS.get(generation.kind)
+    return bool(check and check(user, generation))
 
 
 def register_executor(kind: str, run: Executor) -> None:

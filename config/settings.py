@@ -75,6 +75,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Who acts, and from which page, for the Loom's live events (loom/live.py).
+    "loom.live.OriginMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "config.statement_timeout.StatementTimeoutMiddleware",
 ]

@@ -41,12 +41,10 @@ def own_generation(request: HttpRequest, generation_id: int, *kinds: str) -> Gen
 
 def visible_generation(request: HttpRequest, generation_id: int) -> Generation:
     """The user's own generation, or one its kind lets them see (a Loom generation
-    into a tree shared with them: completions.registry.register_visible); else 404."""
-    from completions.registry import visible_to_others
+    into a tree shared with them: completions.registry.register_watchers); else 404."""
+    from completions.registry import may_watch
 
     generation = Generation.objects.pages().filter(pk=generation_id).first()
-    if generation is None or (
-        generation.owner_id != request.user.pk and not visible_to_others(request.user, generation)
-    ):
+    if generation is None or not may_watch(request.user, generation):
         raise Http404("no such generation")
     return generation

@@ -5,11 +5,11 @@ class LoomConfig(AppConfig):
     name = "loom"
 
     def ready(self) -> None:
-        from completions.registry import register_result, register_visible
+        from completions.registry import register_result, register_watchers
         from completions.signals import generation_finished
-        from loom.generation import KIND, on_generation_finished
-        from loom.views import generation_visible, render_result
+        from loom.generation import KIND, may_watch, on_generation_finished
+        from loom.views import render_result
 
         generation_finished.connect(on_generation_finished, dispatch_uid="loom-generation-finished")
         register_result(KIND, render_result)
-        register_visible(KIND, generation_visible)
+        register_watchers(KIND, may_watch)

@@ -12,6 +12,7 @@ from django.db import transaction
 from completions import lifecycle, pipeline
 from completions.forms import ParamsForm, lookup_model
 from completions.models import Generation
+from loom import access, live
 from loom.context import Context, prompt_for
 from loom.models import Author, LoomError, Node, Tree
 
@@ -117,6 +118,8 @@ def start_many(user, tree: Tree, node: Node, bodies: list[dict]) -> list:
         for body in prepared:
             target = target_for(tree, node, context)
             started.append(pipeline.start(user, body, kind=KIND, target=target))
+        # The tree's other pages on this node re-read it and so open the same streams.
+        live.publish(tree.pk, "generating", [node.pk], generations=[g.pk for g in started])
         return started
 
 
@@ -252,7 +255,8 @@ def materialize_plain(generation) -> list[Node] | None:
         if parent is None:
             log.info("generation %s: parent node gone, left for Recover", g.pk)
             return None
-        return attach(g, parent)
+        with live.acting(g.owner_id, g.owner.get_username()):
+            return attach(g, parent)
 
 
 def attach_to(user, generation_id: int, parent: Node) -> list[Node]:
@@ -268,6 +272,12 @@ def attach_to(user, generation_id: int, parent: Node) -> list[Node]:
                 f"Generation {g.pk} is still {g.state}: it can be attached once it has finished."
             )
         return attach(g, parent, label=f"attach generation {g.pk}")
+
+
+def may_watch(user, generation) -> bool:
+    """Anyone who may read the tree a generation grows sees it stream (completions.registry)."""
+    tree_id = (generation.target or {}).get("tree")
+    return isinstance(tree_id, int) and access.can_view(access.role_for(user, tree_id))
 
 
 def on_generation_finished(sender, generation, **kwargs) -> None:

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from loom import sql
+from loom import live, sql
 from loom.sql import NODE_TABLE
 
 UNDO_KEEP = 50
@@ -74,6 +74,19 @@ _BATCH: ContextVar[dict[int, list[tuple[str, dict]]] | None] = ContextVar(
 
 class LoomError(Exception):
     """An operation that makes no sense for this node (shown to the user)."""
+
+
+class Stale(LoomError):
+    """The node changed since the version an edit, split or merge was based on: not
+    applied. Carries the node as it is now, so the writer sees both texts."""
+
+    def __init__(self, node: Node, mine: str = "") -> None:
+        self.node = node
+        self.mine = mine
+        super().__init__(
+            f"Node {node.pk} was changed meanwhile (it is at version {node.version} now): "
+            "your change was not applied over it."
+        )
 
 
 class TreeQuerySet(models.QuerySet):
@@ -159,8 +172,13 @@ class Tree(models.Model):
         could otherwise each pass the ancestor check and make a cycle."""
         Tree.objects.select_for_update().filter(pk=self.pk).values_list("pk", flat=True).first()
 
-    def touch(self) -> None:
-        Tree.objects.filter(pk=self.pk).update(updated_at=timezone.now())
+    def touch(self, ids: list[int] | tuple[int, ...] = (), event: str = "changed") -> None:
+        """Every change of the tree's nodes ends here (Tree.log, undo, a generation's
+        nodes arriving): the tree's open pages hear of it once it commits."""
+        now = timezone.now()
+        Tree.objects.filter(pk=self.pk).update(updated_at=now)
+        # The stamp names this state of the tree: the pages' re-read parts are cached by it.
+        live.publish(self.pk, event, ids, stamp=now.timestamp())
 
     @transaction.atomic
     def duplicate(self, *, title: str | None = None, owner: Any = None) -> Tree:
@@ -207,13 +225,16 @@ class Tree(models.Model):
         if batch is not None and self.pk in batch:
             batch[self.pk].append((action, data))
             return
-        UndoEntry.objects.create(tree=self, action=action, label=label, data=data)
+        who = live.origin()
+        UndoEntry.objects.create(
+            tree=self, action=action, label=label, data=data, user_id=who and who.user_id
+        )
         keep = list(self.undo_log.order_by("-id").values_list("id", flat=True)[:UNDO_KEEP])
         if len(keep) == UNDO_KEEP:
             self.undo_log.filter(id__lt=keep[-1]).delete()
         # A new change ends what could be redone (as in every editor).
         self.redo_log.all().delete()
-        self.touch()
+        self.touch(live.node_ids(data), event=action)
 
     @contextmanager
     def batch(self, label: str) -> Iterator[None]:
@@ -269,6 +290,7 @@ class Segment(NamedTuple):
     text: str
     author: str
     bookmarked: bool
+    version: int = 1  # what an edit of it in the document is based on
 
     @property
     def is_model(self) -> bool:
@@ -387,6 +409,9 @@ class Node(models.Model):
     # The memory and author's note its generation used ({memory, note, depth, unit}), so
     # what was sent can be told (and sent again) exactly; null for none.
     prompt_context = models.JSONField(null=True, blank=True)
+    # Bumped on every change of the text (edit, split, merge and their undo): an edit
+    # based on an older version is not applied over someone else's (Stale).
+    version = models.PositiveIntegerField(default=1)
 
     objects = NodeQuerySet.as_manager()
 
@@ -464,11 +489,25 @@ class Node(models.Model):
             self.tree.log("add", "add a node", {"node": child.pk, "focus": self.pk})
         return child
 
+    def check_version(self, based_on: int | None, mine: str = "") -> None:
+        """Lock the row and read its version again (a change committed meanwhile
+        counts): raise Stale when it is not the one the writer's change was based on.
+        None: the caller did not say (an older page, a script), nothing is checked."""
+        now = Node.objects.select_for_update().filter(pk=self.pk).values("version", "text").first()
+        if now is None:
+            raise LoomError(f"Node {self.pk} is gone.")
+        self.version, self.text = now["version"], now["text"]
+        if based_on is not None and based_on != self.version:
+            raise Stale(self, mine)
+
     @transaction.atomic
-    def edit(self, text: str, *, as_sibling: bool = False, by: Any = None) -> Node:
+    def edit(
+        self, text: str, *, as_sibling: bool = False, by: Any = None, based_on: int | None = None
+    ) -> Node:
         """Change the text in place, or keep this node and add the edit as a new
         sibling right after it (written by `by`). Returns the node that holds the new
-        text. In place, the node keeps its writer: who made it, not who last changed it."""
+        text. In place, the node keeps its writer: who made it, not who last changed it;
+        `based_on` is the version the writer saw (Stale when it is not the current)."""
         if as_sibling:
             if self.parent_id is None:
                 raise LoomError("The root has no siblings; edit it in place.")
@@ -481,23 +520,26 @@ class Node(models.Model):
             set_order(self.parent_id, order)
             self.tree.log("add", "edit as a new sibling", {"node": sibling.pk, "focus": self.pk})
             return sibling
+        self.check_version(based_on, text)
         if text == self.text:
             return self
         old = {"node": self.pk, "text": self.text, "logprobs": self.logprobs}
         self.text = text
+        self.version += 1
         # Token probabilities describe the generated tokens; after an edit they no longer do.
         self.logprobs = None
-        self.save(update_fields=["text", "logprobs"])
+        self.save(update_fields=["text", "logprobs", "version"])
         self.tree.log("edit", "edit a node", old)
         return self
 
     @transaction.atomic
-    def split(self, offset: int) -> Node:
+    def split(self, offset: int, *, based_on: int | None = None) -> Node:
         """Cut the segment at `offset`: this node keeps the head, a new child gets
         the tail and adopts this node's children. Returns the new child."""
+        self.tree.lock()
+        self.check_version(based_on)
         if not 0 < offset < len(self.text):
             raise LoomError("Split inside the text, not at its start or end.")
-        self.tree.lock()
         old_text, old_logprobs = self.text, self.logprobs
         head_lp, tail_lp = split_logprobs(old_text, old_logprobs, offset)
         kid_ids = list(self.children().values_list("id", flat=True))
@@ -519,7 +561,8 @@ class Node(models.Model):
         Node.objects.filter(id__in=kid_ids).update(parent=tail)
         self.text = old_text[:offset]
         self.logprobs = head_lp
-        self.save(update_fields=["text", "logprobs"])
+        self.version += 1
+        self.save(update_fields=["text", "logprobs", "version"])
         self.tree.log(
             "split",
             "split a node",
@@ -576,12 +619,13 @@ class Node(models.Model):
         return made
 
     @transaction.atomic
-    def merge_into_parent(self) -> Node:
+    def merge_into_parent(self, *, based_on: int | None = None) -> Node:
         """Append this segment to the parent's; this node's children take its
         place among the parent's children (as in pyloom). Returns the parent."""
         if self.parent_id is None:
             raise LoomError("The root has no parent to merge into.")
         self.tree.lock()
+        self.check_version(based_on)
         parent = Node.objects.select_for_update().get(pk=self.parent_id)
         data = {
             "row": node_record(self),
@@ -610,6 +654,7 @@ class Node(models.Model):
             "node": self.pk,
             "parent": self.parent_id,
             "order": list(self.siblings().values_list("id", flat=True)),
+            "to": new_parent.pk,  # for the live event only (undo puts it back under parent)
         }
         self.parent = new_parent
         self.position = new_parent._next_position()
@@ -705,6 +750,12 @@ class RedoEntry(models.Model):
     """An undone step, ready to be done again; any new change clears them."""
 
     tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="redo_log")
+    # Who made the step: undo and redo act on the user's own steps (null: before
+    # shared trees, or outside a request; the owner's).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DB_SET_NULL,
+        related_name="+", db_index=False,
+    )  # fmt: skip
     action = models.CharField(max_length=20)
     label = models.CharField(max_length=100)
     data = models.JSONField()
@@ -719,6 +770,12 @@ class RedoEntry(models.Model):
 
 class UndoEntry(models.Model):
     tree = models.ForeignKey(Tree, on_delete=models.DB_CASCADE, related_name="undo_log")
+    # Who made the step: undo and redo act on the user's own steps (null: before
+    # shared trees, or outside a request; the owner's).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DB_SET_NULL,
+        related_name="+", db_index=False,
+    )  # fmt: skip
     action = models.CharField(max_length=20)
     label = models.CharField(max_length=100)
     data = models.JSONField()
@@ -757,6 +814,7 @@ def merge_nodes(node: Node, parent: Node) -> None:
     parent.text += node.text
     parent.logprobs = None
     parent.save(update_fields=["text", "logprobs"])
+    Node.objects.filter(pk=parent.pk).update(version=models.F("version") + 1)
     Tree.objects.filter(current_id=node.pk).update(current=parent)
     Node.objects.filter(pk=node.pk).delete()
     set_order(parent.pk, order)

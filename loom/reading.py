@@ -19,6 +19,7 @@ from loom import sql
 from loom.formats import exporters
 from loom.generation import PARAM_FIELDS, effective_settings, materialize_finished, running_for
 from loom.models import Author, ChildOrder, Expansion, Node, Rating, Tree
+from loom.undo import own_steps
 
 PREVIEW = 200
 OUTLINE_ANCESTORS = 12
@@ -100,8 +101,14 @@ def colour_children(tree: Tree, nodes: list) -> None:
 
 
 def reader_context(
-    tree: Tree, node: Node, *, children_only: bool = False, show_archived: bool = False
+    tree: Tree,
+    node: Node,
+    *,
+    children_only: bool = False,
+    show_archived: bool = False,
+    user: Any = None,
 ) -> dict[str, Any]:
+    """`user`: whose undo and redo steps the buttons offer (None: anyone's)."""
     # Live first, then attach the finished: a generation that ends between the two
     # reads is then still live (its socket re-joins and brings the end) or attached.
     # The other order could read it as running before it ended and as not running
@@ -162,7 +169,10 @@ def reader_context(
             "hoisted": hoisted,
             "model_legend": sorted(legend.items(), key=lambda kv: kv[1]),
             "live": live_generations(tree, live),
-            "last_redo": tree.redo_log.order_by("-id").values_list("label", flat=True).first(),
+            "last_redo": own_steps(tree, tree.redo_log, user)
+            .order_by("-id")
+            .values_list("label", flat=True)
+            .first(),
             "archived_count": archived_count(node),
             "child_orders": ChildOrder.choices,
             "expansions": recent_expansions(tree),
@@ -172,7 +182,10 @@ def reader_context(
                 else 0
             ),
             "token_legend": LEGEND,
-            "last_undo": tree.undo_log.order_by("-id").values_list("label", flat=True).first(),
+            "last_undo": own_steps(tree, tree.undo_log, user)
+            .order_by("-id")
+            .values_list("label", flat=True)
+            .first(),
             "settings": (settings := effective_settings(tree)),
             "param_fields": [(f, settings.get(f, "")) for f in PARAM_FIELDS],
             "formats": exporters.FORMATS,
@@ -251,7 +264,7 @@ def path_html(
         if s.bookmarked:
             cls += " bm"
         chips = chips_for(s.text, logprobs.get(s.id)) if s.author == "model" else None
-        attrs = f'class="{cls}" data-id="{int(s.id)}"'
+        attrs = f'class="{cls}" data-id="{int(s.id)}" data-v="{int(s.version)}"'
         if current:
             attrs += ' id="current-seg"'
         if chips is None:

@@ -22,16 +22,18 @@ MAX_DEPTH = 1_000_000  # the most nodes an import may hold: no real path is long
 # when statistics are missing (a fresh import): 9 s instead of 30 ms on a
 # 10,000-deep chain.
 PATH_SQL = f"""
-    WITH RECURSIVE p(id, parent_id, text, author, bookmarked, lvl) AS (
-        SELECT id, parent_id, text, author, bookmarked, 0 FROM {NODE_TABLE} WHERE id = %s
+    WITH RECURSIVE p(id, parent_id, text, author, bookmarked, version, lvl) AS (
+        SELECT id, parent_id, text, author, bookmarked, version, 0 FROM {NODE_TABLE}
+        WHERE id = %s
         UNION ALL
-        SELECT a.id, a.parent_id, a.text, a.author, a.bookmarked, p.lvl + 1 FROM p, LATERAL (
-            SELECT id, parent_id, text, author, bookmarked FROM {NODE_TABLE}
+        SELECT a.id, a.parent_id, a.text, a.author, a.bookmarked, a.version, p.lvl + 1
+        FROM p, LATERAL (
+            SELECT id, parent_id, text, author, bookmarked, version FROM {NODE_TABLE}
             WHERE id = p.parent_id OFFSET 0
         ) a
         WHERE p.lvl + 1 < %s
     )
-    SELECT id, parent_id, text, author, bookmarked FROM p ORDER BY lvl DESC
+    SELECT id, parent_id, text, author, bookmarked, version FROM p ORDER BY lvl DESC
 """  # noqa: S608 - identifiers are ours, values are parameters
 SUBTREE_SQL = f"""
     WITH RECURSIVE s(id) AS (
@@ -86,7 +88,7 @@ BOOKMARK_PREV_SQL = BOOKMARK_KEYS_SQL + " ORDER BY k.key >= cur.key, k.key DESC 
 
 
 def path_rows(node_id: int, last: int | None) -> list[tuple[Any, ...]]:
-    """(id, parent_id, text, author, bookmarked) from the root down to the node, or
+    """(id, parent_id, text, author, bookmarked, version) from the root down to the node, or
     only the `last` rows nearest it."""
     with connection.cursor() as cur:
         cur.execute(PATH_SQL, [node_id, min(last or MAX_DEPTH, MAX_DEPTH)])

@@ -119,7 +119,7 @@ def outline_context(tree: Tree, node: Node, *, show_archived: bool = False) -> d
     kids: dict[int, list[Any]] = {}
     for child in _children_of(path_ids, show_archived, set(path_ids)):
         kids.setdefault(child.parent_id, []).append(child)
-    top_id, _parent, text, author, bookmarked = path[0]
+    top_id, _parent, text, author, bookmarked, _version = path[0]
     top = Item(
         id=top_id,
         label=text[:LABEL],
@@ -141,7 +141,7 @@ def outline_context(tree: Tree, node: Node, *, show_archived: bool = False) -> d
         next_id = path_ids[i + 1]
         nxt = next((c for c in item.children if c.id == next_id), None)
         if nxt is None:  # the path's next node sorts past the listed children
-            _id, _parent, text, author, bookmarked = by_id[next_id]
+            _id, _parent, text, author, bookmarked, _version = by_id[next_id]
             nxt = Item(
                 id=next_id,
                 label=text[:LABEL],

@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from completions.models import Generation
+from loom import live
 from loom.models import (
     LoomError,
     Node,
@@ -36,25 +38,87 @@ class UndoRefused(Exception):
     """Undoing this step would delete text that nothing else keeps."""
 
 
-def undo_last(tree: Tree) -> tuple[str, int | None] | None:
-    """Revert the last logged operation; returns (label, node id to show) or
-    None, or raises LoomError when the step would delete text nothing else
-    keeps (the step is then dropped, so it does not block earlier ones)."""
-    return _replay(tree, tree.undo_log, RedoEntry, "Not undone")
+def undo_last(tree: Tree, user=None) -> tuple[str, int | None] | None:
+    """Revert the user's last logged operation (None: anyone's); returns (label, node
+    id to show) or None, or raises LoomError when the step would delete text nothing
+    else keeps (the step is then dropped, so it does not block earlier ones) or
+    someone else's later work (the step is kept: it may be undone once theirs is)."""
+    return _replay(tree, user, tree.undo_log, RedoEntry, "Not undone")
 
 
-def redo_last(tree: Tree) -> tuple[str, int | None] | None:
-    """Do the last undone step again (its inverse goes back onto the undo log);
-    None when there is nothing to redo."""
-    return _replay(tree, tree.redo_log, UndoEntry, "Not redone")
+def redo_last(tree: Tree, user=None) -> tuple[str, int | None] | None:
+    """Do the user's last undone step again (its inverse goes back onto the undo
+    log); None when there is nothing to redo."""
+    return _replay(tree, user, tree.redo_log, UndoEntry, "Not redone")
 
 
-def _replay(tree: Tree, source, into, refusal: str) -> tuple[str, int | None] | None:
+def own_steps(tree: Tree, source, user):
+    """The user's steps; the owner's include those logged without a user (before
+    trees were shared, or outside a request)."""
+    if user is None:
+        return source.all()
+    mine = Q(user=user)
+    if tree.owner_id == user.pk:
+        mine |= Q(user__isnull=True)
+    return source.filter(mine)
+
+
+# Undoing these takes nodes or text away (the others set a flag or put nodes back).
+REMOVING = {"add", "attach", "reattach", "restore", "edit", "split", "merge"}
+
+
+def _removes(action: str, data: dict) -> bool:
+    if action == "batch":
+        return any(_removes(s["action"], s["data"]) for s in data.get("steps") or [])
+    return action in REMOVING
+
+
+def _own_nodes(data: dict) -> set[int]:
+    """The nodes a step made or changed (not merely the place it happened)."""
+    found = [data.get("node"), data.get("tail"), *(data.get("nodes") or [])]
+    found += [r.get("id") for r in data.get("rows") or [] if isinstance(r, dict)]
+    if isinstance(data.get("row"), dict):
+        found.append(data["row"].get("id"))
+    for step in data.get("steps") or []:
+        found += _own_nodes(step["data"])
+    return {i for i in found if isinstance(i, int) and not isinstance(i, bool)}
+
+
+def check_others_later_work(tree: Tree, entry, user) -> None:
+    """Refuse to undo a step of `user`'s when someone else has since changed one of
+    the nodes it made or changed, or anything below them: undoing it would remove
+    their work (or write over it)."""
+    if user is None or not _removes(entry.action, entry.data):
+        return
+    later = (
+        tree.undo_log.filter(id__gt=entry.id, user__isnull=False)
+        .exclude(user=user)
+        .select_related("user")
+        .order_by("id")
+    )
+    if not later.exists():
+        return
+    region = set()
+    for node_id in _own_nodes(entry.data):
+        region.update(Node.objects.subtree_ids(node_id))
+    for other in later:
+        touched = region.intersection(live.node_ids(other.data))
+        if touched:
+            raise LoomError(
+                f"Not undone ({entry.label}): {other.user.get_username()} has since changed "
+                f"node {min(touched)} ({other.label}), which undoing it would remove or "
+                "write over. Nothing was changed."
+            )
+
+
+def _replay(tree: Tree, user, source, into, refusal: str) -> tuple[str, int | None] | None:
     with transaction.atomic():
         tree.lock()
-        entry = source.select_for_update().order_by("-id").first()
+        entry = own_steps(tree, source, user).select_for_update().order_by("-id").first()
         if entry is None:
             return None
+        if source.model is UndoEntry:
+            check_others_later_work(tree, entry, user)
         try:
             with transaction.atomic():
                 focus, back = UNDO[entry.action](tree, entry.data)
@@ -65,8 +129,11 @@ def _replay(tree: Tree, source, into, refusal: str) -> tuple[str, int | None] | 
             entry.delete()
             if back is not None:
                 # Straight into the other log: Tree.log would clear the redo entries.
-                into.objects.create(tree=tree, action=back[0], label=entry.label, data=back[1])
-            tree.touch()
+                into.objects.create(
+                    tree=tree, action=back[0], label=entry.label, data=back[1],
+                    user_id=entry.user_id,
+                )  # fmt: skip
+            tree.touch(sorted({*live.node_ids(entry.data), *([focus] if focus else [])}))
             return entry.label, focus
     raise LoomError(refused)
 
@@ -167,7 +234,7 @@ def _undo_reattach(tree: Tree, data: dict) -> Done:
 def _undo_edit(tree: Tree, data: dict) -> Done:
     now = Node.objects.filter(pk=data["node"], tree=tree).values("text", "logprobs").first()
     Node.objects.filter(pk=data["node"], tree=tree).update(
-        text=data["text"], logprobs=data["logprobs"]
+        text=data["text"], logprobs=data["logprobs"], version=F("version") + 1
     )
     back = {"node": data["node"], **now} if now else None
     return data["node"], ("edit", back) if back else None
@@ -204,7 +271,9 @@ def _undo_split(tree: Tree, data: dict) -> Done:
             "order": _order(node.pk),
         }
         merge_nodes(tail, node)
-    Node.objects.filter(pk=node.pk).update(text=data["text"], logprobs=data.get("logprobs"))
+    Node.objects.filter(pk=node.pk).update(
+        text=data["text"], logprobs=data.get("logprobs"), version=F("version") + 1
+    )
     return node.pk, ("merge", back) if back else None
 
 
@@ -213,7 +282,7 @@ def _undo_merge(tree: Tree, data: dict) -> Done:
     node = node_from_record(data["row"])
     node.save(force_insert=True)
     Node.objects.filter(pk=data["parent"], tree=tree).update(
-        text=data["parent_text"], logprobs=data["parent_logprobs"]
+        text=data["parent_text"], logprobs=data["parent_logprobs"], version=F("version") + 1
     )
     Node.objects.filter(id__in=data["children"], parent_id=data["parent"]).update(parent=node)
     set_order(node.pk, data["children"])

@@ -32,6 +32,7 @@ urlpatterns = [
     path("<int:tree_id>/n/<int:node_id>/", views.node_page, name="node"),
     path("<int:tree_id>/n/<int:node_id>/generate/", views.generate, name="generate"),
     path("<int:tree_id>/n/<int:node_id>/path/", views.node_path, name="path"),
+    path("<int:tree_id>/n/<int:node_id>/live/", views.node_live, name="live"),
     path("<int:tree_id>/n/<int:node_id>/code/", views.code, name="code"),
     path("<int:tree_id>/n/<int:node_id>/read/", views.read, name="read"),
     path("<int:tree_id>/n/<int:node_id>/grow/", views.grow, name="grow"),

@@ -7,10 +7,12 @@ import json
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
+from django.core.cache import cache
 from django.core.handlers.asgi import ASGIRequest
 from django.db import transaction
-from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -43,7 +45,7 @@ from loom.forms import (
     WriteModeForm,
     first_error,
 )
-from loom.models import Expansion, LoomError, Node, Rating, Tree, WriteMode
+from loom.models import Expansion, LoomError, Node, Rating, Stale, Tree, WriteMode
 from loom.reading import (
     hoisted_path,
     live_generations,
@@ -192,7 +194,9 @@ def _models() -> list:
 
 
 def _reader(request, tree: Tree, node: Node, status: int = 200, **extra):
-    ctx = reader_context(tree, node, show_archived=request.session.get(SHOW_ARCHIVED, False))
+    ctx = reader_context(
+        tree, node, show_archived=request.session.get(SHOW_ARCHIVED, False), user=request.user
+    )
     ctx.update(tree_views.outline_context(tree, node, show_archived=ctx["show_archived"]))
     ctx["models"] = _models()
     ctx["model_ids"] = [m.id for m in ctx["models"]]
@@ -245,6 +249,51 @@ def node_path(request, tree_id: int, node_id: int):
     return render(request, "loom/tree.html#path", ctx)
 
 
+LIVE_CACHE_SECONDS = 30
+
+
+@require_GET
+def node_live(request, tree_id: int, node_id: int):
+    """What someone else's change alters on a page showing `node` (the path, the
+    children, the outlines, the node's line and edit form), out of band. Rendered once
+    per change of the tree and shared by every page on the node: it holds nothing that
+    depends on who reads it, and ten pages re-reading the whole reader would queue
+    behind each other in the server's one thread for sync views."""
+    tree = tree_for(request, tree_id)
+    node = owned_node(tree, node_id)
+    show = bool(request.session.get(SHOW_ARCHIVED, False))
+    stamp = tree.updated_at.timestamp()
+    return HttpResponse(live_parts(tree, node.pk, show, stamp, request.tree_role))
+
+
+def live_key(tree_id: int, node_id: int, show_archived: bool, stamp: float, role: str) -> str:
+    return f"loom-live:{tree_id}:{stamp}:{node_id}:{int(show_archived)}:{role}"
+
+
+def live_parts(tree: Tree | int, node_id: int, show_archived: bool, stamp: float, role: str) -> str:
+    """node_live's fragment for the tree as it was at `stamp` (its updated_at), from
+    the cache or rendered and kept there; "" when the node is gone. The tree's socket
+    (loom/consumers.py) sends it to every page on the node with the event itself."""
+    tree_id = tree.pk if isinstance(tree, Tree) else tree
+    key = live_key(tree_id, node_id, show_archived, stamp, role)
+    html = cache.get(key)
+    if html is None:
+        if not isinstance(tree, Tree):
+            tree = Tree.objects.get(pk=tree_id)
+        # The controls depend on the role (a viewer's parts have none): one rendering
+        # per role, shared by every page of that role on the node.
+        tree.role = role
+        node = Node.objects.filter(pk=node_id, tree_id=tree_id).first()
+        if node is None:
+            return ""
+        ctx = reader_context(tree, node, show_archived=show_archived)
+        ctx.update(tree_views.outline_context(tree, node, show_archived=show_archived))
+        ctx["oob"] = True
+        html = render_to_string("loom/tree.html#live", ctx)
+        cache.set(key, html, LIVE_CACHE_SECONDS)
+    return html
+
+
 def _after(request, tree: Tree, node: Node, error: str = "", **notice):
     """Show `node` after an operation: the reader fragment for htmx, else a redirect.
     `notice` (and `notice_generate`, a Continue button) say what the operation did."""
@@ -273,12 +322,13 @@ def node_action(request, tree_id: int, node_id: int, action: str):
                 _valid(TextForm, post)["text"],
                 as_sibling=bool(post.get("as_sibling")),
                 by=request.user,
+                based_on=_version(post),
             )
         elif action == "child":
             focus = node.add_child(_valid(TextForm, post)["text"], written_by=request.user)
         elif action == "split":
             offset = _int(post.get("offset"), "offset")
-            tail = node.split(offset)
+            tail = node.split(offset, based_on=_version(post))
             below = _focus_below(tree, node, post.get("focus"))
             # Below the split node the path reads the same; on it, the text after the
             # caret would vanish from the reader: show the new child that holds it.
@@ -289,7 +339,7 @@ def node_action(request, tree_id: int, node_id: int, action: str):
                 f"is now its child, node {tail.pk}{where}."
             )
         elif action == "merge":
-            focus = node.merge_into_parent()
+            focus = node.merge_into_parent(based_on=_version(post))
         elif action == "move":
             target = Node.objects.filter(pk=_int(post.get("target"), "target"), tree=tree).first()
             if target is None:
@@ -330,10 +380,32 @@ def node_action(request, tree_id: int, node_id: int, action: str):
             tree.hoist(None)
         else:
             raise Http404("unknown action")
+    except Stale as exc:
+        return _stale(request, tree, exc)
     except LoomError as exc:
         node.refresh_from_db()
         return _after(request, tree, node, error=str(exc))
     return _after(request, tree, focus, **notice)
+
+
+def _version(post) -> int | None:
+    """The version of the node the page's edit, split or merge was based on (None
+    when the form did not say: nothing is checked then)."""
+    value = post.get("version")
+    return None if value in (None, "") else _int(value, "version")
+
+
+def _stale(request, tree: Tree, exc: Stale):
+    """A change based on an older version of the node: not applied. The writer's
+    text is shown beside the current one, with a form that keeps it as a sibling or
+    applies it over the current version; the reader (what they typed) stays as it is."""
+    ctx = {"tree": tree, "node": exc.node, "mine": exc.mine, "message": str(exc), "oob": True}
+    if not request.htmx:
+        messages.error(request, str(exc))
+        return redirect(node_url(exc.node, tree))
+    response = render(request, "loom/tree.html#conflict", ctx, status=INVALID)
+    response["HX-Reswap"] = "none"
+    return response
 
 
 def _focus_below(tree: Tree, node: Node, value) -> Node | None:
@@ -404,7 +476,7 @@ def _replay(request, tree_id: int, step, verb: str, nothing: str):
     tree = tree_for(request, tree_id, "edit")
     error = ""
     try:
-        done = step(tree)
+        done = step(tree, request.user)
     except LoomError as exc:
         done, error = None, str(exc)
     tree.refresh_from_db()
@@ -460,9 +532,9 @@ def _notice(request, tree: Tree, *, error: str = "", notice: str = "", errors=()
 MAX_EDITS = 50
 
 
-def _edits(tree: Tree, node: Node, raw: str) -> list[tuple[Node, str]]:
-    """The document's changed segments: [{"node": id, "text": …}], each a node on
-    the path to `node` (what the document shows)."""
+def _edits(tree: Tree, node: Node, raw: str) -> list[tuple[Node, str, int | None]]:
+    """The document's changed segments: [{"node": id, "text": …, "version": …}], each
+    a node on the path to `node` (what the document shows), at the version shown."""
     if not raw:
         return []
     try:
@@ -471,16 +543,19 @@ def _edits(tree: Tree, node: Node, raw: str) -> list[tuple[Node, str]]:
         raise LoomError("The edits could not be read; reload the page.") from None
     if not isinstance(items, list) or len(items) > MAX_EDITS:
         raise LoomError(f"Send at most {MAX_EDITS} changed segments at once.")
-    out: list[tuple[Node, str]] = []
+    out: list[tuple[Node, str, int | None]] = []
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
             raise LoomError("The edits could not be read; reload the page.")
         target = Node.objects.filter(pk=_int(item.get("node"), "node"), tree=tree).first()
         if target is None or not Node.objects.is_ancestor(target, node):
             raise LoomError("An edited segment is not on this path any more; reload the page.")
-        if any(t.pk == target.pk for t, _ in out):
+        if any(t.pk == target.pk for t, _, _ in out):
             raise LoomError("A segment was sent twice; reload the page.")
-        out.append((target, _valid(TextForm, {"text": item["text"]})["text"]))
+        version = item.get("version")
+        if version is not None and not isinstance(version, int):
+            raise LoomError("The edits could not be read; reload the page.")
+        out.append((target, _valid(TextForm, {"text": item["text"]})["text"], version))
     return out
 
 
@@ -508,8 +583,8 @@ def write(request, tree_id: int, node_id: int):
         with transaction.atomic():
             focus = node
             with tree.batch("write in the text"):
-                for target, text in edits:
-                    made = target.edit(text, as_sibling=sibling, by=request.user)
+                for target, text, version in edits:
+                    made = target.edit(text, as_sibling=sibling, by=request.user, based_on=version)
                     focus = made if sibling else focus
                 if append:
                     focus = focus.add_child(append, written_by=request.user)
@@ -521,6 +596,8 @@ def write(request, tree_id: int, node_id: int):
     except ParamsInvalid as exc:
         errors = [f"{e.field}: {e.message}" for e in exc.errors]
         return _notice(request, tree, error="Nothing was saved or sent.", errors=errors)
+    except Stale as exc:
+        return _stale(request, tree, exc)
     except (LoomError, BudgetRefused, BackendError) as exc:
         message = exc.message if isinstance(exc, BudgetRefused) else str(exc)
         return _notice(request, tree, error=f"Nothing was saved or sent: {message}")
@@ -813,7 +890,7 @@ def expansion_cancel(request, tree_id: int, expansion_id: int):
 def render_result(request, g):
     """A finished generation's children (completions.registry's hook for the Loom's
     kind; the door's result view has let in its asker, or a member of its tree through
-    generation_visible below)."""
+    loom.generation.may_watch)."""
     made = gen.materialize(g)
     g.refresh_from_db()
     target = g.target or {}
@@ -831,13 +908,6 @@ def render_result(request, g):
             )
         )
     return render(request, "loom/tree.html#generation-result", ctx)
-
-
-def generation_visible(user, g) -> bool:
-    """Whether `user` may see a Loom generation they did not ask for: a member of the
-    tree it generates into sees it stream and end, as the asker does."""
-    tree_id = (g.target or {}).get("tree")
-    return isinstance(tree_id, int) and access.can_view(access.role_for(user, tree_id))
 
 
 def recover(request):

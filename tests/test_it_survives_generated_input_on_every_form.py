@@ -182,6 +182,7 @@ FORMS: dict[str, tuple[str, list[str]]] = {
     "loom:node": ("GET", []),
     "loom:generate": ("POST", [*LOOM_GEN, "memory", "note", "note_depth", "note_unit"]),
     "loom:path": ("GET", []),
+    "loom:live": ("GET", []),
     "loom:read": ("GET", []),
     "loom:grow": (
         "POST",

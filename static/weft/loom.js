@@ -43,6 +43,7 @@
   // Each segment's text as the server sent it, to tell what the user changed. Chips
   // that stand for no text (a stop token) are not part of it and cannot be edited.
   let baseline = new Map();
+  let versions = new Map();  // each segment's node version as shown: what an edit is based on
   let shownDoc = null;  // the element baseline describes (a refused save keeps it)
   const isExtra = (n) => n.parentElement && n.parentElement.closest(".tok.extra");
 
@@ -57,10 +58,14 @@
   function initDoc() {
     const d = doc();
     baseline = new Map();
+    versions = new Map();
     shownDoc = d;
     if (!d) return;
     d.querySelectorAll(".tok.extra").forEach((el) => { el.contentEditable = "false"; });
-    d.querySelectorAll(".seg[data-id]").forEach((s) => baseline.set(s.dataset.id, textOf(s)));
+    d.querySelectorAll(".seg[data-id]").forEach((s) => {
+      baseline.set(s.dataset.id, textOf(s));
+      if (s.dataset.v) versions.set(s.dataset.id, Number(s.dataset.v));
+    });
     showWriteBar(false);
   }
 
@@ -93,7 +98,7 @@
       const now = texts.get(id);
       if (now === was) continue;
       if (id === end && now.startsWith(was)) append = now.slice(was.length);
-      else edits.push({ node: Number(id), text: now });
+      else edits.push({ node: Number(id), text: now, version: versions.get(id) });
     }
     return { edits, append };
   }
@@ -153,7 +158,9 @@
     if (dirty()) { toast("Save or discard your changes to the text first.", "error"); return; }
     const r = reader();
     const url = r.dataset.actionUrl.replace(`/${r.dataset.node}/ACTION/`, `/${at.id}/split/`);
-    swapReader("POST", url, { offset: at.offset, focus: r.dataset.node }).then(leaveDoc);
+    const version = versions.get(at.id);
+    swapReader("POST", url, { offset: at.offset, focus: r.dataset.node, version: version || "" })
+      .then(leaveDoc);
   }
 
   // --- navigation and keys ----------------------------------------------------------------
@@ -217,7 +224,7 @@
     y: () => swapReader("POST", reader().dataset.redoUrl),
     d: () => { stepping = true; swapReader("GET", reader().dataset.bookmarkUrl.replace("DIR", "next")); },
     a: () => { stepping = true; swapReader("GET", reader().dataset.bookmarkUrl.replace("DIR", "prev")); },
-    m: () => { if (reader().dataset.parent) act("merge"); },
+    m: () => { if (reader().dataset.parent) act("merge", { version: reader().dataset.version }); },
     "+": () => act("rate", { value: "up" }),
     "-": () => act("rate", { value: "down" }),
     "/": () => { const q = document.getElementById("tree-q"); if (q) q.focus(); },
@@ -320,6 +327,14 @@
 
   // The edit dialog's split: the offset is the textarea's caret when the request is
   // built (a click handler runs after htmx has read the form).
+  // The merge button: the node's version as the page has it now (a live update can
+  // bring a newer one without replacing the button).
+  document.addEventListener("htmx:configRequest", (ev) => {
+    const elt = ev.detail.elt;
+    if (elt && elt.hasAttribute && elt.hasAttribute("data-versioned") && reader()) {
+      ev.detail.parameters.version = reader().dataset.version;
+    }
+  });
   document.addEventListener("htmx:configRequest", (ev) => {
     const elt = ev.detail.elt;
     if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-split")) return;
@@ -368,8 +383,19 @@
     const cur = document.getElementById("current-seg");
     if (cur) cur.scrollIntoView({ block: "nearest" });
   });
-  document.addEventListener("htmx:oobAfterSwap", armAll);
+  document.addEventListener("htmx:oobAfterSwap", () => {
+    armAll();
+    // A live update replaced the text (static/weft/loomlive.js): it is the new baseline.
+    if (doc() && doc() !== shownDoc) initDoc();
+    // A change not applied over someone else's: its notice holds both texts and the
+    // choices, and a modal dialog would keep them out of reach (the text is in it too).
+    if (document.querySelector("#loom-notices .conflict")) {
+      document.querySelectorAll("#loom-reader dialog[open]").forEach((d) => d.close());
+    }
+  });
   window.addEventListener("beforeunload", (ev) => { if (dirty()) ev.preventDefault(); });
+  // For static/weft/loomlive.js: an update from someone else waits while this is true.
+  window.weftLoom = { dirty, toast };
   window.addEventListener("popstate", () => location.reload());
   // The owner's share dialog: htmx loads its content as it opens (the button's hx-get).
   document.addEventListener("click", (ev) => {

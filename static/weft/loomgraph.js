@@ -480,6 +480,31 @@
     full: () => { const t0 = performance.now(); paint(ctx, view, W(), H()); return performance.now() - t0; },
   };
 
+  // Someone else changed the tree (static/weft/loomlive.js): read it again, keeping the
+  // view and the selected node where they are.
+  let reloading = null;
+  Object.assign(window.weftGraph, {
+    reload: () => {
+      if (!g || reloading) return reloading;
+      const keep = selected >= 0 && L.items.node[selected] !== undefined ? g.ids[L.items.node[selected]] : null;
+      reloading = fetch(canvas.dataset.url, { credentials: "include", cache: "no-store" })
+        .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`HTTP ${r.status}`))))
+        .then((data) => {
+          g = data;
+          legend(g.models);
+          relayout();
+          const at = keep === null ? -1 : g.ids.indexOf(keep);
+          selected = L.item[at >= 0 ? at : g.current];
+          canvas.dataset.reloads = String(Number(canvas.dataset.reloads || 0) + 1);
+          overviewSoon();
+          draw();
+        })
+        .catch(() => {})
+        .finally(() => { reloading = null; });
+      return reloading;
+    },
+  });
+
   const t0 = performance.now();
   // The same request as the page's preload (credentials and all), so it is served from it.
   fetch(canvas.dataset.url, { credentials: "include" })

@@ -17,7 +17,7 @@ HX = {"HTTP_HX_REQUEST": "true"}
 # What each tree route is for. A route missing here fails the first test.
 READ_GET = {
     "tree", "search", "export", "graph", "graph_data", "node", "path", "read",
-    "expansion", "bookmark_step", "outline_children",
+    "expansion", "bookmark_step", "outline_children", "live",
 }  # fmt: skip
 READ_POST = {"code", "show_archived"}  # POSTs that change nothing stored (a view, a session flag)
 EDIT_POST = {

@@ -20,14 +20,13 @@ import re
 import secrets
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
+from loom.live import access_changed
 from loom.models import LinkGrant, ShareRole, Tree, TreeShare
 
 OWNER, EDITOR, VIEWER = "owner", "editor", "viewer"
@@ -155,20 +154,6 @@ def editable_trees(user: Any) -> QuerySet:
 
 class ShareRefused(ValueError):
     """A share the dialog cannot make (shown to the owner; nothing is stored)."""
-
-
-def access_changed(tree_id: int, user_id: int | None) -> None:
-    """Tell the tree's open sockets, once this commits, that `user_id`'s role changed
-    (None: every link holder's). Each socket re-checks its user's role."""
-
-    def send() -> None:
-        layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(layer.group_send)(
-                f"loom-tree-{tree_id}", {"type": "access.changed", "user_id": user_id}
-            )
-
-    transaction.on_commit(send)
 
 
 @transaction.atomic

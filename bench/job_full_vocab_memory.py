@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import zlib
@@ -40,6 +41,22 @@ def peak_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def job_status(http, job_id: str) -> tuple[str, bytes]:
+    """The job's status from the head of its harvest (long-polled), read as a stream and
+    left there: once it has succeeded the body holds the whole result (GBs here), which
+    a client that parsed it whole would hold several times over."""
+    head = b""
+    with http.stream("GET", f"/harvest/{job_id}", params={"wait": "30"}) as r:
+        for chunk in r.iter_bytes():
+            head += chunk
+            found = re.search(rb'"status"\s*:\s*"(\w+)"', head)
+            if found:
+                return found.group(1).decode(), head
+            if len(head) > 1 << 20:
+                break
+    raise SystemExit(f"no status in the harvest's head: {head[:2000]!r}")
 
 
 def main() -> None:
@@ -85,10 +102,7 @@ def main() -> None:
             model = http.get("/models").json()["data"][0]["id"]
             warm = http.post("/completions", json={"model": model, "prompt": "Hi", "max_tokens": 1},
                              headers={"Prefer": "respond-async"}).json()  # fmt: skip
-            while (
-                http.get(f"/harvest/{warm['id']}", params={"wait": "30"}).json()["status"]
-                != "succeeded"
-            ):
+            while job_status(http, warm["id"])[0] != "succeeded":
                 pass
             before = {name: peak_mb(pid) for name, pid in pids.items()}
             body = {
@@ -100,12 +114,12 @@ def main() -> None:
             t0 = time.perf_counter()
             job = http.post("/completions", json=body, headers={"Prefer": "respond-async"}).json()
             while True:
-                got = http.get(f"/harvest/{job['id']}", params={"wait": "30"}).json()
-                if got["status"] not in ("queued", "running"):
+                state, head = job_status(http, job["id"])
+                if state not in ("queued", "running"):
                     break
             run_s = time.perf_counter() - t0
-            if got["status"] != "succeeded":
-                raise SystemExit(f"the job {got['status']}: {got.get('error')}")
+            if state != "succeeded":
+                raise SystemExit(f"the job {state}: {head[:2000]!r}")
             t1 = time.perf_counter()
             unzip, size = zlib.decompressobj(31), 0
             with http.stream(

@@ -264,16 +264,17 @@ def path_html(
         if s.bookmarked:
             cls += " bm"
         chips = chips_for(s.text, logprobs.get(s.id)) if s.author == "model" else None
-        attrs = f'class="{cls}" data-id="{int(s.id)}" data-v="{int(s.version)}"'
+        attrs = f'class="{cls}" data-id="{int(s.id)}"'
         if current:
             attrs += ' id="current-seg"'
+        version = f' data-v="{int(s.version)}"'  # the node's version, for a stale edit
         if chips is None:
-            parts.append(f"<span {attrs}>{html.escape(s.text)}</span>")
+            parts.append(f"<span {attrs}{version}>{html.escape(s.text)}</span>")
             continue
         # A click on an alternative makes a sibling of that segment's node.
         branch = reverse("loom:action", args=[tree_id, s.id, "alternative"])
         parts.append(
-            f'<span {attrs} data-branch="loom" data-branch-url="{html.escape(branch)}">'
+            f'<span {attrs} data-branch="loom" data-branch-url="{html.escape(branch)}"{version}>'
             f"{chips_html(chips)}</span>"
         )
     return SafeString("".join(parts))

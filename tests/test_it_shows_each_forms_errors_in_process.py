@@ -98,6 +98,14 @@ CASES: list[tuple[str, dict, dict, str]] = [
         "Nothing changed in the text.",
     ),
     (
+        "loom:share_add",
+        {"tree_id": None},
+        {"username": "nobody-by-that-name", "role": "editor"},
+        "There is no user called “nobody-by-that-name” on this Weft.",
+    ),
+    ("loom:share_add", {"tree_id": None}, {"username": "x", "role": "admin"}, "Not shared:"),
+    ("loom:share_link", {"tree_id": None}, {"on": "2"}, "Turn the link on or off."),
+    (
         "loom:context",
         {"tree_id": None},
         {"memory": "M", "note": "N", "note_depth": "-1", "note_unit": "newlines"},

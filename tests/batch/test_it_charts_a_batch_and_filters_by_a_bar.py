@@ -17,6 +17,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def _click_bar(page, figure, index: int) -> None:
+    """Click the bar once the page is at rest: the batch's last messages re-read its
+    results and redraw its charts, and a click measured on a plot being replaced can
+    land on the old one."""
+    page.wait_for_load_state("networkidle")
     over = figure.locator(".u-over")
     over.scroll_into_view_if_needed()
     x = page.evaluate(
@@ -80,7 +84,7 @@ def test_it_charts_a_batch_and_filters_by_a_bar(
     lo, hi = (int(v) for v in hist["filter"]["values"][tallest].split(":"))
     _click_bar(page, length, tallest)
     expect(page.locator("#batch-filter")).to_contain_text(
-        f"completion length {hist['x_names'][tallest]}"
+        f"completion length {hist['x_names'][tallest]}", timeout=TIMEOUT
     )
     expected = sorted(
         i.pk for i in batch.items.all() if any(lo <= s["tokens"] < hi for s in i.samples)
@@ -96,13 +100,14 @@ def test_it_charts_a_batch_and_filters_by_a_bar(
     mean.locator(".chart-plot").focus()
     page.keyboard.press("End")
     page.keyboard.press("Enter")
-    expect(page.locator("#batch-filter")).to_contain_text("mean logprob")
+    expect(page.locator("#batch-filter")).to_contain_text("mean logprob", timeout=TIMEOUT)
     lo_m, hi_m = (float(v) for v in mean_entry["filter"]["values"][-1].split(":"))
     expected = sorted(
         i.pk for i in batch.items.all() if any(lo_m <= s["mean_logprob"] < hi_m for s in i.samples)
     )
     assert _shown_items(page) == expected[:25]
-    assert page.evaluate("id => weftCharts.entry(id).selected", fid) is None  # the other chart's
+    # The other chart's bar is let go once the filtered table has been swapped in.
+    page.wait_for_function("id => weftCharts.entry(id).selected == null", arg=fid)
 
     page.locator("#batch-filter").get_by_role("link", name="show all").click()
     expect(page.locator("#batch-filter")).to_have_count(0)

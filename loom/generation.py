@@ -229,14 +229,19 @@ def materialize(generation) -> list[Node] | None:
     return materialize_plain(generation)
 
 
+def target_node(g) -> Node | None:
+    """The node a generation was asked under (its target), if it is still in its tree."""
+    target = g.target or {}
+    return Node.objects.filter(pk=target.get("parent"), tree_id=target.get("tree")).first()
+
+
 def target_parent(g) -> Node | None:
     """The node a generation's children go under, while its asker may still change
     that tree (owner or editor): a generation of someone whose share was revoked or
     downgraded meanwhile is left for their Recover, not added to the tree."""
     from loom.access import can_edit, role_for
 
-    target = g.target or {}
-    parent = Node.objects.filter(pk=target.get("parent"), tree_id=target.get("tree")).first()
+    parent = target_node(g)
     if parent is None or not can_edit(role_for(g.owner, parent.tree_id)):
         return None
     return parent

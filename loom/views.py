@@ -893,8 +893,7 @@ def render_result(request, g):
     loom.generation.may_watch)."""
     made = gen.materialize(g)
     g.refresh_from_db()
-    target = g.target or {}
-    parent = Node.objects.filter(pk=target.get("parent"), tree_id=target.get("tree")).first()
+    parent = gen.target_node(g)
     if parent is not None and not access.can_view(access.role_for(request.user, parent.tree_id)):
         parent = None
     ctx = {"generation": g, "made": made, "parent": parent}

@@ -33,14 +33,14 @@ import psycopg
 import redis
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import F, Sum
+from django.db.models import F
 from django.utils import timezone
 from psycopg.pq import TransactionStatus
 
 from api import batching
 from api.errors import ApiError
 from api.limits import active_key
-from api.models import ApiKey, ApiRequest
+from api.models import ApiRequest
 from completions import budget
 from completions.budget import month_of, next_reset
 from completions.models import BudgetMonth
@@ -389,46 +389,6 @@ def request_row(**fields: Any) -> dict[str, Any]:
         "created_at": timezone.now(),
         **fields,
     }
-
-
-# --- readers (sync, for pages) -----------------------------------------------------------
-
-
-def usage_summary(key: ApiKey, month: dt.date | None = None) -> dict[str, int]:
-    """This month's tokens of one key against its cap: {budget, used, reserved,
-    remaining} — remaining also bounded by what is left of the user's allowance."""
-    return budget.key_summary(key, month)
-
-
-def key_totals(key: ApiKey, month: dt.date | None = None) -> dict[str, int]:
-    month = month or month_of()
-    start = dt.datetime(month.year, month.month, 1, tzinfo=dt.UTC)
-    rows = ApiRequest.objects.filter(
-        key=key, created_at__gte=start, created_at__lt=next_reset(start)
-    )
-    totals = rows.aggregate(prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
-    return {
-        "requests": rows.count(),
-        "prompt_tokens": totals["prompt"] or 0,
-        "completion_tokens": totals["completion"] or 0,
-    }
-
-
-RECENT_REQUESTS = 50
-
-
-def usage_by_key(user: Any) -> list[dict[str, Any]]:
-    """For the Usage page: each of the user's keys with this month's tokens and its most
-    recent requests' metadata (never any text: the rows hold none)."""
-    keys = ApiKey.objects.for_user(user).order_by("revoked_at", "-created_at")
-    return [
-        {
-            "key": key,
-            "summary": usage_summary(key),
-            "requests": list(ApiRequest.objects.for_key(key)[:RECENT_REQUESTS]),
-        }
-        for key in keys
-    ]
 
 
 # --- reservations whose process died ------------------------------------------------------

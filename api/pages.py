@@ -12,8 +12,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from api import openapi, snippets
 from api.forms import KeyForm
-from api.ledger import usage_summary
 from api.models import ApiKey, TooManyKeys
+from completions import budget
 from core.shortcuts import HtmxRequest
 
 PAGE = "api/keys.html"
@@ -21,7 +21,8 @@ PAGE = "api/keys.html"
 
 def _rows(user) -> list[tuple[ApiKey, dict[str, int]]]:
     return [
-        (key, usage_summary(key)) for key in ApiKey.objects.for_user(user).select_related("user")
+        (key, budget.key_summary(key))
+        for key in ApiKey.objects.for_user(user).select_related("user")
     ]
 
 
@@ -71,7 +72,7 @@ def revoke(request: HtmxRequest, key_id: int) -> HttpResponse:
     key.revoke()
     if not request.htmx:
         return redirect("api_keys")
-    return render(request, f"{PAGE}#key-row", {"key": key, "usage": usage_summary(key)})
+    return render(request, f"{PAGE}#key-row", {"key": key, "usage": budget.key_summary(key)})
 
 
 # --- the published spec: public, like /health and like the seed's own -----------------

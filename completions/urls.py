@@ -3,7 +3,6 @@ from django.urls import path
 from completions import views
 
 urlpatterns = [
-    path("usage/", views.usage, name="usage"),
     path(
         "generations/<int:generation_id>/result/", views.generation_result, name="generation_result"
     ),

@@ -1,28 +1,9 @@
 from django.http import HttpResponse
-from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from api import usage_charts  # the charts of the usage page
-from api.ledger import usage_by_key  # the API's per-key section of the usage page
-from completions import budget, lifecycle
+from completions import lifecycle
 from completions.registry import render_result
 from core.shortcuts import own_generation, visible_generation
-from feedback.models import BudgetRequest  # asked for more budget: the answers
-
-
-def usage(request):
-    month = budget.month_of()
-    context = {
-        "summary": budget.usage_summary(request.user, month),
-        "days": budget.daily_breakdown(request.user, month),
-        "month": month,
-        "resets_at": budget.next_reset(),
-        "api_keys": usage_by_key(request.user),
-        "api_allowance": budget.api_summary(request.user, month),
-    }
-    context.update(usage_charts.context(request.user, month, context))
-    context["budget_requests"] = BudgetRequest.objects.for_user(request.user)[:20]
-    return render(request, "completions/usage.html", context)
 
 
 @require_GET

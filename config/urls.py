@@ -15,6 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("workbench.urls")),
     path("", include("completions.urls")),
+    path("", include("usage.urls")),
     path("", include("inspector.urls")),
     path("loom/", include("loom.urls")),
     path("batch/", include("batch.urls")),

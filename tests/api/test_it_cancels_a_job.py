@@ -6,7 +6,7 @@ what can have been generated meanwhile. Deleting a finished job changes nothing.
 import httpx
 import pytest
 
-from api.ledger import usage_summary
+from completions.budget import key_summary
 from completions.models import Generation
 from tests.api.conftest import ASYNC, harvest_until
 from tests.support import wait_until
@@ -54,4 +54,4 @@ def test_it_cancels_queued_and_running_jobs(jobs_api, make_key):
 
     sent = [r["body"].get("seed") for r in backend.requests()]
     assert 3 not in sent  # the cancelled queued job never reached the backend
-    assert usage_summary(key)["reserved"] == 0
+    assert key_summary(key)["reserved"] == 0

@@ -6,7 +6,7 @@ refused there — no job, nothing sent."""
 import httpx
 import pytest
 
-from api.ledger import usage_summary
+from completions.budget import key_summary
 from completions.models import Generation
 from tests.api.conftest import ASYNC, harvest_until
 
@@ -27,7 +27,7 @@ def test_it_clamps_at_submission(jobs_api, make_key):
     done = harvest_until(http, f"/harvest/{submitted.json()['id']}", {"succeeded"})
     assert done["max_tokens_clamped"] == clamp
     assert backend.requests()[-1]["body"]["max_tokens"] == 36
-    assert usage_summary(key)["used"] <= 40
+    assert key_summary(key)["used"] <= 40
 
     # Nothing left: 429 budget_exceeded, as for a synchronous request, and no job.
     http.post("/completions", json={**body, "max_tokens": 1}, headers=ASYNC)
@@ -58,4 +58,4 @@ def test_it_refuses_what_a_synchronous_request_refuses(jobs_api, make_key, body,
     assert answer.json()["error"]["param"] == param
     assert Generation.objects.filter(kind="job").filter(key=key).count() == 0
     assert backend.requests() == []
-    assert usage_summary(key)["reserved"] == 0
+    assert key_summary(key)["reserved"] == 0

@@ -5,7 +5,7 @@ idempotency_key_reused; the key is scoped to the API key that used it."""
 import httpx
 import pytest
 
-from api.ledger import usage_summary
+from completions.budget import key_summary
 from completions.models import Generation
 from tests.api.conftest import ASYNC, harvest_until
 
@@ -35,7 +35,7 @@ def test_it_gives_back_the_same_job_and_charges_once(jobs_api, make_key):
     assert again.headers["location"] == first.headers["location"]
     assert len(backend.requests()) == 1
     assert Generation.objects.filter(kind="job").filter(key=key).count() == 1
-    summary = usage_summary(key)
+    summary = key_summary(key)
     assert summary["used"] == done["result"]["usage"]["total_tokens"]
     assert summary["reserved"] == 0
 
@@ -56,7 +56,7 @@ def test_it_refuses_the_same_key_with_another_body(jobs_api, make_key):
     assert other.json()["request_id"] == other.headers["x-request-id"]
     harvest_until(http, f"/harvest/{first.json()['id']}", {"succeeded"})
     assert Generation.objects.filter(kind="job").filter(key=key).count() == 1
-    assert usage_summary(key)["reserved"] == 0
+    assert key_summary(key)["reserved"] == 0
 
 
 def test_it_scopes_the_idempotency_key_to_the_api_key(jobs_api, make_key, make_user):
@@ -101,5 +101,5 @@ def test_it_makes_one_job_of_concurrent_submissions(jobs_api, make_key):
     done = harvest_until(http, f"/harvest/{answers[0].json()['id']}", {"succeeded"})
     assert Generation.objects.filter(kind="job").filter(key=key).count() == 1
     assert len([r for r in backend.requests() if r["body"].get("seed") == 99]) == 1
-    summary = usage_summary(key)
+    summary = key_summary(key)
     assert (summary["used"], summary["reserved"]) == (done["result"]["usage"]["total_tokens"], 0)

@@ -11,8 +11,8 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from api.ledger import usage_summary
 from api.models import ApiRequest
+from completions.budget import key_summary
 from completions.models import Generation
 from completions.tasks import expire_runs as expire_completion_jobs
 from tests.api.conftest import ASYNC, harvest_until
@@ -81,7 +81,7 @@ def test_it_expires_a_job_queued_for_a_day(proxy, make_key, clock):
     job = http.post("/completions", json=BODY, headers=ASYNC).json()
     assert job["status"] == "queued"
     assert job["expires_at"] == job["created_at"] + 24 * 3600
-    assert usage_summary(key)["reserved"] > 0
+    assert key_summary(key)["reserved"] > 0
 
     clock(timedelta(hours=24, minutes=1))
     assert expire_completion_jobs()["queued"] == 1
@@ -89,7 +89,7 @@ def test_it_expires_a_job_queued_for_a_day(proxy, make_key, clock):
     assert (expired["status"], expired["expired_from"]) == ("expired", "queued")
     assert expired["usage"]["charged_tokens"] == 0
     assert Generation.objects.filter(kind="job").get(public_id=job["id"]).params == {}
-    assert usage_summary(key)["reserved"] == 0
+    assert key_summary(key)["reserved"] == 0
     assert backend.requests() == []
 
 

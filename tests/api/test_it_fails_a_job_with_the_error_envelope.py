@@ -5,7 +5,7 @@ synchronous failure is: the prompt, counted exactly, no completion."""
 import httpx
 import pytest
 
-from api.ledger import usage_summary
+from completions.budget import key_summary
 from tests.api.conftest import ASYNC, harvest_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,4 +43,4 @@ def test_it_stores_the_seeds_error_envelope(jobs_api, make_key, fault, code):
     assert failed["usage"]["completion_tokens"] == 0
     prompt = failed["usage"]["prompt_tokens"]
     assert 0 < prompt <= 8  # counted, not the byte bound of the prompt
-    assert usage_summary(key)["reserved"] == 0
+    assert key_summary(key)["reserved"] == 0

@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from api.ledger import usage_summary
+from completions.budget import key_summary
 from completions.models import Generation
 from tests.api.conftest import ASYNC, ProxyBackend, harvest_until
 from tests.api.jobstack import JobStack
@@ -48,7 +48,7 @@ def test_it_sends_again_a_message_lost_with_redis(stack, proxy_engine, make_key)
     assert done["status"] == "succeeded", done
     assert Generation.objects.filter(kind="job").get(public_id=job["id"]).attempts == 1
     assert len([r for r in backend.requests() if r["body"].get("seed") == 21]) == 1
-    summary = usage_summary(key)
+    summary = key_summary(key)
     assert (summary["used"], summary["reserved"]) == (done["result"]["usage"]["total_tokens"], 0)
 
 
@@ -77,5 +77,5 @@ def test_it_finishes_a_running_job_and_its_long_poll(stack, proxy_engine, make_k
     assert polled[0].json()["status"] == "succeeded"
     row = Generation.objects.filter(kind="job").get(public_id=job["id"])
     assert row.attempts == 1
-    assert usage_summary(key)["reserved"] == 0
-    assert usage_summary(key)["used"] == row.charged_tokens > 0
+    assert key_summary(key)["reserved"] == 0
+    assert key_summary(key)["used"] == row.charged_tokens > 0

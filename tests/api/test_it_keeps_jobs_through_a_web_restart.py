@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from api.ledger import usage_summary
+from completions.budget import key_summary
 from completions.models import BudgetMonth, Generation
 from tests.api.conftest import ASYNC, ProxyBackend, harvest_until
 from tests.api.jobstack import JobStack
@@ -70,4 +70,4 @@ def test_it_keeps_accepted_jobs_when_the_web_process_dies(stack, proxy_engine, m
     )
     month = BudgetMonth.objects.get(account=f"key:{key.pk}")
     assert (month.used, month.reserved) == (charged, 0)
-    assert usage_summary(key)["reserved"] == 0
+    assert key_summary(key)["reserved"] == 0

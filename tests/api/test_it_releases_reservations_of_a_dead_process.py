@@ -13,7 +13,7 @@ from api import ledger
 from api.limits import active_key
 from api.models import ApiRequest
 from api.tasks import release_stale_api_reservations
-from completions.budget import month_of
+from completions.budget import key_summary, month_of
 from completions.models import BudgetMonth
 
 pytestmark = pytest.mark.django_db
@@ -50,4 +50,4 @@ def test_it_releases_only_what_no_process_holds(make_key):
     assert not ApiRequest.objects.get(pk=young.pk).settled
     assert BudgetMonth.objects.get(account=f"key:{key.pk}").reserved == 100
     assert BudgetMonth.objects.get(account=f"api:{key.user_id}").reserved == 100
-    assert ledger.usage_summary(key)["reserved"] == 100
+    assert key_summary(key)["reserved"] == 100

@@ -8,8 +8,8 @@ import json
 import httpx
 import pytest
 
-from api.ledger import usage_summary
 from api.models import ApiKey, ApiRequest
+from completions.budget import key_summary
 from completions.models import Generation
 from tests.api.conftest import ASYNC, harvest_until
 
@@ -61,7 +61,7 @@ def test_it_answers_202_and_harvests_the_same_body_as_a_synchronous_request(jobs
     assert done["usage"]["charged_tokens"] == usage["total_tokens"]
     submission = ApiRequest.objects.get(pk=row.api_request_id)
     assert submission.settled and submission.status == 202
-    summary = usage_summary(ApiKey.objects.get(pk=key.pk))
+    summary = key_summary(ApiKey.objects.get(pk=key.pk))
     assert summary["reserved"] == 0
     assert summary["used"] == usage["total_tokens"] * 2  # the job and the sync request
     assert len(backend.requests()) == 2

@@ -5,7 +5,7 @@ charged once — what the run that finished reported — with nothing left reser
 import httpx
 import pytest
 
-from api.ledger import usage_summary
+from completions.budget import key_summary
 from completions.models import BudgetMonth, Generation
 from tests.api.conftest import ASYNC, ProxyBackend, harvest_until
 from tests.api.jobstack import JobStack
@@ -47,5 +47,5 @@ def test_it_runs_the_job_again_and_charges_once(stack, proxy_engine, make_key):
     assert row.charged_tokens == total
     month = BudgetMonth.objects.get(account=f"key:{key.pk}")
     assert (month.used, month.reserved) == (total, 0)
-    assert usage_summary(key)["reserved"] == 0
+    assert key_summary(key)["reserved"] == 0
     backend.reset()

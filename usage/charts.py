@@ -4,7 +4,7 @@ the month's last day — for the user's pages, for each API key, and for staff o
 everyone (by user and by model).
 
 Read from the rows that exist, with the ledgers' own readers for the totals
-(completions.budget, api.ledger): a page run's day and model from its Generation
+(completions.budget, usage.readers): a page run's day and model from its Generation
 (kept 7 days; older page tokens are "model not kept", the difference to DailyUsage),
 an API request's from its metadata row (api.ApiRequest, kept with the key)."""
 
@@ -22,11 +22,11 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from api.ledger import key_totals
 from api.models import ApiKey, ApiRequest
 from completions.budget import next_reset
 from completions.models import DailyUsage, Generation
 from core.charts import Chart, Mark, Series
+from usage.readers import key_totals
 
 NOT_KEPT = "model not kept (run older than 7 days)"
 TOP_USERS = 7  # staff's chart names this many users; the rest are "others"

@@ -10,10 +10,10 @@ import re
 import pytest
 from django.utils import timezone
 
-from api import usage_charts
 from api.models import ApiKey, ApiRequest
 from completions import budget
 from completions.models import BudgetMonth, DailyUsage, Generation
+from usage import charts as usage_charts
 
 pytestmark = pytest.mark.django_db
 

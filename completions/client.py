@@ -1,8 +1,9 @@
 """The one module that talks HTTP to the completion backend.
 
 `BackendClient` over httpx for the pages' calls (Celery workers, sync views; the /v1
-proxy's async path is completions/passthrough.py, on this module's routing and error
-mapping), SSE via httpx-sse, the seed's error envelope mapped to completions.errors, and retries only
+proxy's async path is completions/passthrough.py, on this module's routing), what the
+answers mean in completions/answers.py (SSE via httpx-sse, the seed's error envelope
+mapped to completions.errors), the models and token counts below, and retries only
 where the seed says a retry can help (429 queue_full / rate_limited, 502, 503 —
 honouring Retry-After; never 504 or X-Should-Retry: false). Logs carry status,
 codes and request ids — never prompt or completion text.
@@ -13,33 +14,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
 from django.conf import settings
 from django.core.cache import cache
-from httpx_sse import EventSource
 
+from completions.answers import (
+    Completion,
+    CompletionStream,
+    check_ok,
+    completion,
+    error_for_response,
+    parse_json,
+    transport_error,
+)
 from completions.errors import (
-    MODEL_MAX,
-    REQUEST_ID_MAX,
     BackendError,
     BackendUnavailable,
-    Clamped,
     TokenizerMissing,
     UpstreamError,
-    UpstreamTimeout,
-    clean_text,
-    error_from_envelope,
 )
 from completions.routing import Backend, Route, Table, backends, direct_route, fingerprint, merge
 from completions.schema import CompletionParams, ModelInfo
@@ -99,18 +99,6 @@ def backend_health() -> None:
             log.warning("backend %s health: %s", backend.name, type(exc).__name__)
             failures.append(f"{backend.name}: {type(exc).__name__}")
     raise BackendUnavailable("connect_error", "no backend is healthy (" + "; ".join(failures) + ")")
-
-
-@dataclass
-class Completion:
-    body: dict[str, Any]
-    request_id: str
-    model: str
-    clamped: str | None = None
-
-    @property
-    def usage(self) -> dict[str, Any] | None:
-        return self.body.get("usage")
 
 
 class _Settings:
@@ -176,7 +164,7 @@ class _Settings:
     ) -> float:
         """The retry decision of both clients' send loops, for a failed (and read)
         response: the seconds to wait before the next attempt, or its error raised."""
-        error = _error_for_response(response)
+        error = error_for_response(response)
         wait = self.retry_wait(error, attempt)
         log.warning(
             "backend %s %s -> %s %s request_id=%s attempt=%d retry_in=%s",
@@ -186,158 +174,6 @@ class _Settings:
         if wait is None:
             raise error
         return wait
-
-
-_LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def parse_json(text: str) -> Any:
-    """Parse a backend body. A token can decode to U+0000 (byte 0, e.g. in a
-    full-vocabulary distribution) and Postgres text/jsonb cannot hold it, nor a lone
-    UTF-16 surrogate (which JSON escapes allow), so both become U+FFFD here, at the
-    door, before anything is stored."""
-    value = json.loads(text)
-    if "\\u0000" in text or "\x00" in text or _LONE_SURROGATE_ESCAPE.search(text):
-        return _scrub_nul(value)
-    return value
-
-
-def _scrub_nul(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value.replace("\x00", "\ufffd"))
-    if isinstance(value, list):
-        return [_scrub_nul(item) for item in value]
-    if isinstance(value, dict):
-        return {_scrub_nul(key): _scrub_nul(item) for key, item in value.items()}
-    return value
-
-
-def _completion(response: httpx.Response, client: _Settings) -> Completion:
-    """A non-streamed answer, its body as the backend sent it."""
-    request_id, clamped = _check_ok(response, client)
-    try:
-        body = parse_json(response.text)
-    except ValueError:
-        raise UpstreamError(
-            "bad_response",
-            "the backend answered with invalid JSON",
-            response.status_code,
-            request_id,
-        ) from None
-    if isinstance(body, dict) and "error" in body:
-        # An error in a 200 body (the seed's rare case after a cold boot).
-        raise error_from_envelope(500, body, response.headers, request_id=request_id)
-    if not isinstance(body, dict):
-        raise UpstreamError(
-            "bad_response",
-            "the backend answered with a non-object",
-            response.status_code,
-            request_id,
-        )
-    return Completion(body, request_id, clean_text(body.get("model"), MODEL_MAX), clamped)
-
-
-def _error_for_response(response: httpx.Response) -> BackendError:
-    try:
-        body = parse_json(response.text)
-    except ValueError:
-        body = None
-    return error_from_envelope(response.status_code, body, response.headers)
-
-
-def _transport_error(exc: httpx.HTTPError, request_id: str = "") -> BackendError:
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-        # The error's text may hold the backend's host and port (asyncio's "Connect call
-        # failed ('10.0.0.7', 8000)"): the log keeps it, the message (shown to API
-        # clients and on pages) does not.
-        try:
-            where = without_credentials(str(exc.request.url))
-        except RuntimeError:  # raised without its request
-            where = "?"
-        log.warning("backend connection to %s failed: %s", where, str(exc)[:300])
-        return BackendUnavailable(
-            "connect_error", f"backend unavailable ({type(exc).__name__})", None, request_id
-        )
-    if isinstance(exc, httpx.TimeoutException):
-        return UpstreamTimeout("timeout", "the backend did not answer in time", None, request_id)
-    return UpstreamError(
-        "stream_incomplete", f"the connection broke: {type(exc).__name__}", None, request_id
-    )
-
-
-def _check_ok(response: httpx.Response, cfg: _Settings) -> tuple[str, str | None]:
-    """Raise for an error status or a clamped run; return (request_id, clamped header)."""
-    request_id = clean_text(response.headers.get("x-request-id"), REQUEST_ID_MAX)
-    if response.status_code >= 400:
-        raise _error_for_response(response)
-    clamped = response.headers.get("x-acs-max-tokens-clamped")
-    if clamped and cfg.refuse_clamped:
-        raise Clamped(
-            "max_tokens_clamped",
-            f"the backend would shorten this run ({clamped}); Weft refuses it instead",
-            response.status_code,
-            request_id,
-        )
-    return request_id, clamped
-
-
-class CompletionStream:
-    """The parsed SSE chunks of one streamed completion. Raises UpstreamError
-    ("stream_incomplete") when the stream ends without [DONE], UpstreamTimeout when
-    the backend goes quiet past the read timeout, and the typed error for an in-body
-    error frame."""
-
-    def __init__(self, response: httpx.Response, request_id: str, clamped: str | None) -> None:
-        self.response = response
-        self.request_id = request_id
-        self.clamped = clamped
-        self.model = clean_text(response.headers.get("x-acs-upstream-model"), MODEL_MAX)
-        self.usage: dict[str, Any] | None = None
-        self.finished = False
-
-    def _parse(self, data: str) -> dict[str, Any] | None:
-        if data.strip() == "[DONE]":
-            self.finished = True
-            return None
-        try:
-            chunk = parse_json(data)
-        except ValueError:
-            raise UpstreamError(
-                "bad_stream", "the backend sent a frame that is not JSON", 200, self.request_id
-            ) from None
-        if not isinstance(chunk, dict):
-            raise UpstreamError(
-                "bad_stream", "the backend sent a frame that is not an object", 200, self.request_id
-            )
-        if "error" in chunk:
-            # An in-body error after the 200 headers went out (the seed's cold-boot
-            # case): its code picks the class; there is no real status to give.
-            raise error_from_envelope(500, chunk, {}, request_id=self.request_id)
-        if chunk.get("model"):
-            self.model = clean_text(chunk["model"], MODEL_MAX)
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        return chunk
-
-    def _incomplete(self) -> UpstreamError:
-        return UpstreamError(
-            "stream_incomplete", "the stream ended before [DONE]", 200, self.request_id
-        )
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        try:
-            for sse in EventSource(self.response).iter_sse():
-                chunk = self._parse(sse.data)
-                if chunk is None:
-                    return
-                yield chunk
-        except httpx.HTTPError as exc:
-            raise _transport_error(exc, self.request_id) from exc
-        raise self._incomplete()
-
-    def close(self) -> None:
-        self.response.close()
 
 
 def _stream_body(params: CompletionParams) -> dict[str, Any]:
@@ -405,7 +241,7 @@ class BackendClient(_Settings):
             try:
                 response = self._http.send(request, stream=stream)
             except httpx.HTTPError as exc:
-                raise _transport_error(exc) from exc
+                raise transport_error(exc) from exc
             if response.status_code < 400:
                 return response
             if stream:
@@ -418,7 +254,7 @@ class BackendClient(_Settings):
         to = route(params.model) if self.routed else None
         url, key, body = self._target(to, _nonstream_body(params))
         response = self._send("POST", f"{url}/completions", body, stream=False, api_key=key)
-        return _completion(response, self)
+        return completion(response, self.refuse_clamped)
 
     @contextlib.contextmanager
     def stream(self, params: CompletionParams) -> Iterator[CompletionStream]:
@@ -428,7 +264,7 @@ class BackendClient(_Settings):
         url, key, body = self._target(to, _stream_body(params))
         response = self._send("POST", f"{url}/completions", body, stream=True, api_key=key)
         try:
-            request_id, clamped = _check_ok(response, self)
+            request_id, clamped = check_ok(response, self.refuse_clamped)
             yield CompletionStream(response, request_id, clamped)
         finally:
             response.close()
@@ -508,7 +344,7 @@ class BackendClient(_Settings):
         url, key, body = self._target(to, _nonstream_body(params))
         response = self._send("POST", f"{url}/completions", body, stream=True, api_key=key)
         try:
-            _check_ok(response, self)
+            check_ok(response, self.refuse_clamped)
             yield response
         finally:
             response.close()

@@ -21,7 +21,9 @@ from typing import Any
 import httpx
 from django.conf import settings
 
-from completions.client import _error_for_response, _transport_error, get_model, route
+from completions.answers import error_for_response
+from completions.answers import transport_error as transport_error  # proxy's and jobs' too
+from completions.client import get_model, route
 from completions.errors import BackendError
 from completions.pool import FlatTransport
 from completions.routing import Route
@@ -169,16 +171,16 @@ async def open_completion(
     try:
         response = await _transports[id(asyncio.get_running_loop())].handle_async_request(request)
     except httpx.HTTPError as exc:
-        raise _transport_error(exc) from exc
+        raise transport_error(exc) from exc
     response.request = request
     if response.status_code >= 400:
         try:
             await response.aread()
         except httpx.HTTPError as exc:
-            raise _transport_error(exc) from exc
+            raise transport_error(exc) from exc
         finally:
             await response.aclose()
-        raise _error_for_response(response)
+        raise error_for_response(response)
     return response
 
 
@@ -202,7 +204,3 @@ async def count_tokens(to: Target, prompts: list[str | list[int]]) -> list[int] 
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return None
     return counts
-
-
-def transport_error(exc: httpx.HTTPError) -> BackendError:
-    return _transport_error(exc)

@@ -8,3 +8,7 @@ class ApiConfig(AppConfig):
     def ready(self) -> None:
         # Registers the jobs' executor with the door and their end-of-run receiver.
         from api import jobs  # noqa: F401
+        from api.errors import ERRORS
+        from core import metrics
+
+        metrics.register_codes(ERRORS)  # the labels' codes: core imports no app

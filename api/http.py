@@ -15,7 +15,6 @@ import json
 import logging
 import time
 import traceback
-import uuid
 import zlib
 from collections.abc import Awaitable
 from typing import Any
@@ -25,6 +24,7 @@ from django.utils import timezone
 
 from api.errors import ApiError, api_error_response
 from core import metrics
+from core.logs import new_request_id
 
 log = logging.getLogger("api")
 
@@ -34,10 +34,6 @@ GZIP_LEVEL = 5
 
 class ClientGone(Exception):
     """The client disconnected before its request was read: nobody to answer."""
-
-
-def new_request_id() -> str:
-    return "req-" + uuid.uuid4().hex
 
 
 ECHO_MAX = 80

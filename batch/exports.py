@@ -23,7 +23,7 @@ from django.db import connection
 from django.http import HttpRequest, StreamingHttpResponse
 
 from batch.models import Batch, BatchItem
-from workbench.history_views import _download as download_stream
+from core.downloads import download as download_stream
 
 FORMATS = ("jsonl", "csv", "spreadsheet.csv")
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

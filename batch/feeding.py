@@ -40,7 +40,7 @@ from completions.models import Generation
 from completions.schema import MAX_OUTPUT_WORK, ParamsInvalid, default_max_tokens, validate_params
 from completions.streaming import publish_soon
 from config import lanes
-from workbench.models import logprob_stats
+from core.tokens import logprob_stats
 
 log = logging.getLogger(__name__)
 KIND = "workbench"  # the Workbench opens a batch row like any of its runs

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from batch import charts, exports, feeding
 from batch.models import Batch, BatchItem
 from batch.uploads import FORMATS, MAX_PROMPTS, UploadError, detect, parse
+from completions import kit
 from completions.budget import usage_summary
 from completions.client import list_models
 from completions.errors import BackendError
@@ -27,9 +28,6 @@ from completions.schema import ParamsInvalid
 from core.shortcuts import HtmxRequest
 from loom.generation import attach
 from loom.models import Author, Tree
-from workbench import params
-from workbench.forms import check_text
-from workbench.views import params_context
 
 LIST = "batch/list.html"
 DETAIL = "batch/detail.html"
@@ -46,7 +44,7 @@ def _form_context(request: HtmxRequest, values: dict[str, Any]) -> dict[str, Any
     except BackendError as exc:
         models, model_error = [], f"The backend cannot be reached ({exc.code}): {exc.message}"
     return {
-        **params_context(values, models, model_error),
+        **kit.params_context(values, models, model_error),
         "batches": [(b, b.progress()) for b in Batch.objects.filter(owner_id=request.user.pk)[:50]],
         "budget": usage_summary(request.user),
         "formats": FORMATS,
@@ -56,16 +54,16 @@ def _form_context(request: HtmxRequest, values: dict[str, Any]) -> dict[str, Any
 
 @require_GET
 def batch_list(request: HtmxRequest) -> HttpResponse:
-    return render(request, LIST, _form_context(request, params.form_values({})))
+    return render(request, LIST, _form_context(request, kit.form_values({})))
 
 
 @require_POST
 def batch_new(request: HtmxRequest) -> HttpResponse:
     """Upload: parse the file, check every prompt and the whole batch's worst case,
     then create it all in one transaction. Any error: nothing is created or sent."""
-    values = params.form_values({})
+    values = kit.form_values({})
     values.update({k: v for k, v in request.POST.items() if k in values})
-    for param in params.PARAMS:  # an unticked checkbox is absent from the POST
+    for param in kit.PARAMS:  # an unticked checkbox is absent from the POST
         if param.kind == "bool" and f"{param.name}__present" in request.POST:
             values[param.name] = param.name in request.POST
     context = _form_context(request, values)
@@ -75,10 +73,10 @@ def batch_new(request: HtmxRequest) -> HttpResponse:
         context.update(errors=list(errors), refusal=refusal)
         return render(request, LIST, context, status=400 if errors else 200)
 
-    unstorable = check_text(request.POST)
+    unstorable = kit.check_text(request.POST)
     if unstorable is not None:
         return refuse(*(f"{e.field}: {e.message}" for e in unstorable.errors))
-    body, invalid, _ = params.parse(request.POST, with_prompt=False, model_info=lookup_model)
+    body, invalid, _ = kit.parse(request.POST, with_prompt=False, model_info=lookup_model)
     if invalid is not None:
         return refuse(*(f"{e.field}: {e.message}" for e in invalid.errors))
     upload = request.FILES.get("file")
@@ -213,7 +211,7 @@ def item_loom(request: HtmxRequest, batch_id: int, item_id: int) -> HttpResponse
     its tokens and logprobs while the checkpoint is kept)."""
     batch = _own(request, batch_id)
     item = get_object_or_404(BatchItem, pk=item_id, batch=batch)
-    settings = params.stored_params(batch.params)
+    settings = kit.stored_params(batch.params)
     with transaction.atomic():
         tree = Tree.objects.create_from_prompt(
             request.user, item.prompt, title=f"{batch.title} #{item.index}", settings=settings

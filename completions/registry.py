@@ -8,7 +8,12 @@ the user may watch it) and hands the generation to its kind's renderer.
 register_executor(kind, run) lets an app run its kind its own way once the door's
 scheduler has claimed it (the API's jobs pass the backend's bytes through verbatim);
 kinds without one are streamed by completions.pipeline. `run(generation, run_token)`
-must end the run with completions.lifecycle.finish under that token."""
+must end the run with completions.lifecycle.finish under that token.
+
+History (the workbench app) keeps a saved run of any kind: register_history(save) is
+how it takes one (the page apps never import each other), and
+register_saved_result(kind, context) what a kind's stored result adds to its History
+entry's page (Inspect's token table)."""
 
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +28,10 @@ Watchers = Callable[[Any, Any], bool]
 _RENDERERS: dict[str, Renderer] = {}
 _EXECUTORS: dict[str, Executor] = {}
 _WATCHERS: dict[str, Watchers] = {}
+HistorySaver = Callable[..., Any]
+SavedResult = Callable[[dict[str, Any]], dict[str, Any]]
+_HISTORY: list[HistorySaver] = []
+_SAVED_RESULTS: dict[str, SavedResult] = {}
 
 
 def register_watchers(kind: str, may_watch: Watchers) -> None:
@@ -59,6 +68,27 @@ def render_result(request: HttpRequest, generation: Any) -> HttpResponse:
     if renderer is not None:
         return renderer(request, generation)
     return render(request, "completions/_result.html", {"generation": generation})
+
+
+def register_history(save: HistorySaver) -> None:
+    """`save(generation, *, title, result, also)`: keep a finished run in History."""
+    _HISTORY[:] = [save]
+
+
+def save_to_history(generation: Any, **fields: Any) -> Any:
+    if not _HISTORY:
+        raise LookupError("no History app is installed")
+    return _HISTORY[0](generation, **fields)
+
+
+def register_saved_result(kind: str, context: SavedResult) -> None:
+    _SAVED_RESULTS[kind] = context
+
+
+def saved_result_context(kind: str, result: dict[str, Any] | None) -> dict[str, Any]:
+    """What a saved run's stored result adds to its History page ({} for most kinds)."""
+    context = _SAVED_RESULTS.get(kind)
+    return context(result) if context is not None and result else {}
 
 
 def result_url(generation: Any) -> str:

@@ -3,7 +3,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from completions import lifecycle
 from completions.registry import render_result
-from core.shortcuts import own_generation, visible_generation
+from completions.shortcuts import own_generation, visible_generation
 
 
 @require_GET

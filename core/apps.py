@@ -8,10 +8,8 @@ class CoreConfig(AppConfig):
     def ready(self) -> None:
         from celery.signals import task_prerun, worker_ready
 
-        from completions.signals import generation_finished
         from core import checks, logs, metrics  # noqa: F401 - checks registers itself
 
-        generation_finished.connect(metrics.run_finished, dispatch_uid="weft-metrics-runs")
         worker_ready.connect(metrics.start_worker_heartbeat, dispatch_uid="weft-heartbeat")
         task_prerun.connect(
             lambda sender=None, args=None, **kw: logs.bind_task(getattr(sender, "name", ""), args),

@@ -4,7 +4,7 @@ templates/kit/_chart.html, which also renders the same numbers as a table — th
 text alternative, readable without the script and without colour.
 
 A page builds a `Chart` from its own domain rows (inspector/charts.py,
-workbench/charts.py, batch/charts.py, api/usage_charts.py) and includes the kit
+workbench/charts.py, batch/charts.py, usage/charts.py) and includes the kit
 partial with it. The spec reaches the browser through `json_script` (escaped), and
 charts.js writes labels only to a canvas or with textContent: model-written tokens
 used as labels are never markup.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,11 @@ FIELDS = ("request_id", "key_prefix", "user_id", "run_id")
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "weft_log_context", default=None
 )
+
+
+def new_request_id() -> str:
+    """The id of one request, page or /v1 (the seed's X-Request-Id), that its lines carry."""
+    return "req-" + uuid.uuid4().hex
 
 
 def bind(**ids: Any) -> contextvars.Token:

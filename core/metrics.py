@@ -9,7 +9,8 @@ along the way.
 
 Label values are bounded, never a user's string: routes are the API's route
 templates, models the short ids of the routing table, codes those of api/errors.py's
-table (others are "other"), workloads and lanes their fixed names. Nothing here ever
+table (registered by the api app: `register_codes`, so core imports no app) and the
+runs' own (others are "other"), workloads and lanes their fixed names. Nothing here ever
 sees a key's secret, a prompt or a completion.
 
 Recording never breaks the request it measures: a failure to record is logged once.
@@ -25,8 +26,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -39,10 +40,8 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
-from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from api.errors import ERRORS
 from config import lanes
 
 log = logging.getLogger(__name__)
@@ -110,6 +109,34 @@ WORKER_HEARTBEAT = Gauge(
     ["pool"],
     multiprocess_mode="mostrecent",
 )
+
+
+class CodeSpec(Protocol):
+    """What the metrics read of an error code's entry (api.errors.ErrorSpec)."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def upstream(self) -> bool: ...
+
+
+# The /v1 table of codes (api/errors.py), registered by api/apps.py.
+ERRORS: dict[str, CodeSpec] = {}
+_COLLECTORS: list[Collector] = []
+
+
+def register_codes(table: Mapping[str, CodeSpec]) -> None:
+    """The error codes the labels may carry, with their status and whether the
+    backend's (an app's AppConfig.ready)."""
+    ERRORS.update(table)
+
+
+def register_collector(collector: Collector) -> None:
+    """Read at every scrape, after every process's counted values (AppConfig.ready)."""
+    if collector not in _COLLECTORS:
+        _COLLECTORS.append(collector)
+
 
 _failed_once = False
 
@@ -181,7 +208,8 @@ def stream_started(req: Any) -> None:
 
 
 def run_finished(sender: Any, generation: Any, **kwargs: Any) -> None:
-    """completions.signals.generation_finished: a run ended (in the worker, mostly)."""
+    """completions.signals.generation_finished (connected by completions/apps.py): a run
+    ended (in the worker, mostly)."""
     _safely(_run_finished, generation)
 
 
@@ -215,60 +243,6 @@ def start_worker_heartbeat(**kwargs: Any) -> None:
     threading.Thread(target=beat, name="metrics-heartbeat", daemon=True).start()
 
 
-# --- what the database knows, read at scrape time ------------------------------------------
-
-
-class RunsCollector(Collector):
-    """Runs queued and running per lane, and running ones whose heartbeat is older than
-    WEFT_GENERATION_STALE_SECONDS (their worker died: beat's sweep will settle them)."""
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        try:
-            active, stale = runs_by_lane()
-        except Exception as exc:  # the database is down: the rest of the scrape still answers
-            log.warning("metrics: runs not read: %s", type(exc).__name__)
-            return
-        runs = GaugeMetricFamily("weft_runs", "Runs queued or running now, by lane.",
-                                 labels=["lane", "state"])  # fmt: skip
-        for (lane, state), count in sorted(active.items()):
-            runs.add_metric([lane, state], count)
-        yield runs
-        silent = GaugeMetricFamily(
-            "weft_runs_stale",
-            "Running runs whose worker has not beaten for WEFT_GENERATION_STALE_SECONDS.",
-            labels=["lane"],
-        )
-        for lane, count in sorted(stale.items()):
-            silent.add_metric([lane], count)
-        yield silent
-
-
-def runs_by_lane() -> tuple[dict[tuple[str, str], int], dict[str, int]]:
-    """({(lane, state): count} for queued and running, {lane: stale running})."""
-    from datetime import timedelta
-
-    from django.db.models import Count, Q
-    from django.utils import timezone
-
-    from completions.models import Generation
-
-    cutoff = timezone.now() - timedelta(seconds=settings.WEFT_GENERATION_STALE_SECONDS)
-    active = {(lane, state): 0 for lane in lanes.LANES for state in ("queued", "running")}
-    stale = dict.fromkeys(lanes.LANES, 0)
-    rows = (
-        Generation.objects.filter(state__in=Generation.ACTIVE)
-        .values("lane", "state")
-        .annotate(
-            n=Count("id"), stale=Count("id", filter=Q(state="running", updated_at__lt=cutoff))
-        )
-    )
-    for row in rows:
-        lane = row["lane"] if row["lane"] in lanes.LANES else lanes.INTERACTIVE
-        active[(lane, row["state"])] += row["n"]
-        stale[lane] += row["stale"]
-    return active, stale
-
-
 # --- the scrape ---------------------------------------------------------------------------
 
 _LIVE_FILE = re.compile(r"gauge_live\w+_(\d+)\.db$")
@@ -297,7 +271,8 @@ def exposition() -> tuple[bytes, str]:
     _forget_dead_processes()
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
-    registry.register(RunsCollector())
+    for collector in _COLLECTORS:
+        registry.register(collector)
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 

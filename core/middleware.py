@@ -154,9 +154,7 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from api.http import new_request_id
-
-        request_id = new_request_id()
+        request_id = logs.new_request_id()
         token = logs.bind(request_id=request_id)
         try:
             response = self.get_response(request)

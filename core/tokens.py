@@ -42,6 +42,22 @@ _SPECIAL = re.compile(r"<\|[^|<>]{1,40}\|>|</?s>|<0x[0-9A-Fa-f]{2}>|<[a-z_]{1,20
 _MAX_GROUP = 24
 
 
+def visible_text(text: str) -> str:
+    """Whitespace a reader can see inside a chip: a token that is only a newline or a
+    space would otherwise render as nothing."""
+    return text.replace("\n", "↵").replace("\t", "⇥").replace(" ", "·")
+
+
+def logprob_stats(logprobs: dict | None) -> tuple[int | None, float | None]:
+    """(token count, mean logprob) from a choice's logprobs block; None when absent.
+    Echoed prompt tokens carry a null logprob and are skipped in the mean."""
+    if not logprobs or logprobs.get("tokens") is None:
+        return None, None
+    values = [v for v in logprobs.get("token_logprobs") or [] if isinstance(v, int | float)]
+    mean = sum(values) / len(values) if values else None
+    return len(logprobs["tokens"]), mean
+
+
 def prob_bin(logprob: float | None) -> int | None:
     """The colour bin of a logprob: 0 (p ≥ 10^-0.5) … BINS-1 (rarest); None without one."""
     if logprob is None or not isinstance(logprob, int | float) or math.isnan(logprob):

@@ -8,7 +8,8 @@ from itertools import accumulate
 from typing import Any
 
 from core.charts import Chart, Series
-from inspector.scoring import DeltaRow, TokenRow, visible_text
+from core.tokens import visible_text
+from inspector.scoring import DeltaRow, TokenRow
 
 
 def _name(row: TokenRow) -> str:

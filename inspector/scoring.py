@@ -556,9 +556,3 @@ def to_csv(records: list[dict[str, Any]]) -> str:
         flat["top"] = json.dumps(flat.get("top") or [], ensure_ascii=False)
         writer.writerow({k: "" if v is None else v for k, v in flat.items()})
     return out.getvalue()
-
-
-def visible_text(text: str) -> str:
-    """Whitespace a reader can see inside a chip: a token that is only a newline or a
-    space would otherwise render as nothing."""
-    return text.replace("\n", "↵").replace("\t", "⇥").replace(" ", "·")

@@ -15,6 +15,7 @@ from completions.budget import BudgetRefused
 from completions.client import get_model, prompt_token_bound
 from completions.models import Generation
 from completions.schema import ParamsInvalid
+from core.tokens import visible_text
 from inspector import fullvocab, scoring, tokens
 
 
@@ -169,7 +170,7 @@ def choices(user: Any, data: dict[str, Any]) -> Generation:
                 "place": place,
                 "index": s.index,
                 "text": s.text,
-                "shown": scoring.visible_text(s.text),
+                "shown": visible_text(s.text),
                 "total": s.total_logprob,
                 "mean": s.mean_logprob,
                 "tokens": s.tokens,

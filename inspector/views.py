@@ -13,13 +13,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from completions.client import get_model, list_models
 from completions.errors import BackendError
+from completions.hints import model_hints
 from completions.models import Generation
-from core.tokens import LEGEND, Chip, chips_html, probability
+from completions.registry import save_to_history
+from core.forms import first_error
+from core.tokens import LEGEND, Chip, chips_html, probability, visible_text
 from inspector import charts, scoring, services
 from inspector.forms import ChoicesForm, CompareForm, SaveForm, ScoreForm
-from loom.forms import first_error
-from workbench.hints import model_hints
-from workbench.models import Run
 
 PAGE = "inspector/inspect.html"
 
@@ -119,7 +119,7 @@ def _chip(row: scoring.TokenRow) -> dict[str, Any]:
     """A row for the token table, and its chip for the shared token view
     (core/tokens.py): the probability scale there, Inspect's other colour modes
     (rank, relative to top-1) as extra classes."""
-    shown = scoring.visible_text(row.text) if row.text else ""
+    shown = visible_text(row.text) if row.text else ""
     rank = scoring.rank_bucket(row.rank)
     rel = scoring.rel_bucket(row.delta_top1)
     if row.scored:
@@ -169,7 +169,7 @@ def _delta_chip(index: int, pair: scoring.DeltaRow) -> Chip:
         return "—" if value is None else f"{value:.3f}"
 
     return Chip(
-        scoring.visible_text(pair.a.text),
+        visible_text(pair.a.text),
         pair.b.logprob,
         alternatives=_alternatives(pair.b),
         info=f"Δ {number(pair.delta)} · A {number(pair.a.logprob)} · B {number(pair.b.logprob)}",
@@ -307,7 +307,7 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
     parts = Generation.objects.filter(
         owner=request.user, kind=Generation.Kind.INSPECT, target__of=generation.pk
     )
-    Run.objects.save_generation(
+    save_to_history(
         full,
         title=form.cleaned_data["title"],
         result=generation.target,

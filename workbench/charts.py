@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from core.charts import Chart, Mark, Series
-from core.tokens import Chip
-from inspector.scoring import visible_text
+from core.tokens import Chip, visible_text
 from workbench.display import ComparedPair, SampleView
 
 PROBABILITY = "probability of the sampled token"

@@ -14,8 +14,7 @@ from typing import Any
 
 from django.utils.safestring import SafeString
 
-from core.tokens import LEGEND, Chip, chips_for, chips_html
-from workbench.models import logprob_stats
+from core.tokens import LEGEND, Chip, chips_for, chips_html, logprob_stats
 
 __all__ = [
     "LEGEND", "ComparedPair", "SampleView", "compare_pairs", "divergence_points", "run_choices",

@@ -13,7 +13,7 @@ from typing import Any
 
 from django import forms
 
-from workbench import params
+from completions import kit
 from workbench.models import Draft
 
 # Generous: the request body is capped anyway (WEFT_MAX_REQUEST_BYTES); these keep one
@@ -21,8 +21,8 @@ from workbench.models import Draft
 PROMPT_MAX = 1_000_000
 FIELD_MAX = 10_000
 
-TEXT_FIELDS = ["model", *(p.name for p in params.PARAMS if p.kind != "bool"), *params.STOP_SLOTS]
-BOOL_FIELDS = [p.name for p in params.PARAMS if p.kind == "bool"]
+TEXT_FIELDS = ["model", *(p.name for p in kit.PARAMS if p.kind != "bool"), *kit.STOP_SLOTS]
+BOOL_FIELDS = [p.name for p in kit.PARAMS if p.kind == "bool"]
 
 
 class DraftForm(forms.Form):
@@ -62,7 +62,7 @@ def sequence(form: DraftForm) -> dict[str, Any]:
 
 def page_values(draft: Draft) -> dict[str, Any]:
     """The form's values: a fresh page's, overridden by what the draft holds."""
-    values = params.form_values({})
+    values = kit.form_values({})
     for name, value in (draft.values or {}).items():
         if name in values and isinstance(value, bool | str):
             values[name] = value

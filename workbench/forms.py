@@ -1,7 +1,6 @@
-"""Checks on what the Workbench and History pages receive, before anything is
-stored or sent. The NUL check is Django's ProhibitNullCharactersValidator (the one
-every forms.CharField runs): Postgres text and jsonb cannot hold U+0000, so a NUL
-reaching an INSERT was a 500."""
+"""The Workbench's and History's own forms. What a page reads without a form is checked
+for what cannot be stored by completions.kit.check_text (a NUL reaching an INSERT was
+a 500)."""
 
 from __future__ import annotations
 
@@ -9,27 +8,6 @@ import datetime as dt
 from typing import Any
 
 from django import forms
-from django.core.validators import ProhibitNullCharactersValidator
-
-from completions.schema import FieldError, ParamsInvalid
-
-_no_nul = ProhibitNullCharactersValidator()
-
-
-def check_text(post: Any) -> ParamsInvalid | None:
-    """Posted values that cannot be stored, as the door's ParamsInvalid, so the
-    page shows each message next to its field. Every field counts: a number
-    field's text that is not a number is passed on as text (for the door to
-    name), and a preset or a Loom tree would store it."""
-    errors = []
-    for name in post:
-        try:
-            for item in post.getlist(name):
-                _no_nul(item)
-        except forms.ValidationError as exc:
-            slot = "stop" if name.startswith("stop_") else name
-            errors.append(FieldError("invalid_value", slot, exc.messages[0]))
-    return ParamsInvalid(errors) if errors else None
 
 
 class PresetForm(forms.Form):

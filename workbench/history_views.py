@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
-from asgiref.sync import sync_to_async
 from django.contrib import messages
-from django.core.handlers.asgi import ASGIRequest
 from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -20,8 +17,10 @@ from django.views.decorators.http import require_GET, require_POST
 from completions.budget import BudgetRefused
 from completions.errors import BackendError
 from completions.models import Generation
+from completions.registry import saved_result_context
 from completions.schema import ParamsInvalid
-from loom.forms import first_error
+from core.downloads import download
+from core.forms import first_error
 from workbench.display import LEGEND, run_choices, sample_views
 from workbench.forms import HistoryFilterForm
 from workbench.models import Run, Sample
@@ -85,10 +84,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         # "Branch from here" on this page opens the Workbench with this run's settings.
         "workbench_url": f"{reverse('workbench')}?run={run.pk}",
     }
-    if run.kind == "inspect" and run.result:
-        from inspector.views import result_context
-
-        context.update(result_context(run.result))
+    context.update(saved_result_context(run.kind, run.result))
     return render(request, "workbench/run_detail.html", context)
 
 
@@ -138,24 +134,6 @@ def _json(runs) -> Iterator[str]:
     yield "\n]\n"
 
 
-async def _async_chunks(chunks: Iterator[str]) -> AsyncIterator[str]:
-    # Under ASGI Django would buffer a sync iterator whole; this hands it over in
-    # batches instead, each read on the one sync thread that owns the DB cursor.
-    take = sync_to_async(lambda: list(itertools.islice(chunks, EXPORT_CHUNK)))
-    while batch := await take():
-        for chunk in batch:
-            yield chunk
-
-
-def _download(
-    request: HttpRequest, chunks: Iterator[str], filename: str, content_type: str
-) -> StreamingHttpResponse:
-    content = _async_chunks(chunks) if isinstance(request, ASGIRequest) else chunks
-    response = StreamingHttpResponse(content, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
 @require_GET
 def export_history(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
     runs = (
@@ -179,5 +157,5 @@ def _export(request: HttpRequest, runs, name: str, fmt: str) -> StreamingHttpRes
             .select_related("run")
             .order_by("run__saved_at", "run_id", "index")
         )
-        return _download(request, _jsonl(samples), f"{name}.jsonl", "application/x-ndjson")
-    return _download(request, _json(runs), f"{name}.json", "application/json")
+        return download(request, _jsonl(samples), f"{name}.jsonl", "application/x-ndjson")
+    return download(request, _json(runs), f"{name}.json", "application/json")

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from completions import pipeline
 from completions.models import Generation
+from core.tokens import logprob_stats
 
 # Search runs over prompt, title, note and sample texts with the "simple" config:
 # no stemming or stop words, so any word a model wrote can be found as written.
@@ -33,16 +34,6 @@ def prompt_text(prompt: Any) -> str:
     if isinstance(prompt, str):
         return prompt
     return json.dumps(prompt)
-
-
-def logprob_stats(logprobs: dict | None) -> tuple[int | None, float | None]:
-    """(token count, mean logprob) from a choice's logprobs block; None when absent.
-    Echoed prompt tokens carry a null logprob and are skipped in the mean."""
-    if not logprobs or logprobs.get("tokens") is None:
-        return None, None
-    values = [v for v in logprobs.get("token_logprobs") or [] if isinstance(v, int | float)]
-    mean = sum(values) / len(values) if values else None
-    return len(logprobs["tokens"]), mean
 
 
 class RunQuerySet(models.QuerySet):

@@ -14,27 +14,28 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from completions import lifecycle, pipeline
+from completions import kit, lifecycle, pipeline
 from completions.budget import BudgetRefused, usage_summary
 from completions.client import count_tokens, get_model, list_models
 from completions.errors import BackendError
+from completions.hints import model_hints
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
-from core.shortcuts import int_or_404, own_generation
+from completions.shortcuts import own_generation
+from core.forms import first_error
+from core.shortcuts import int_or_404
 from core.tokens import chips_for, chips_html
-from loom.forms import first_error
 from loom.models import Tree
-from workbench import code, drafts, params
+from workbench import code, drafts
 from workbench.display import LEGEND, sample_views
 from workbench.drafts import DraftForm
-from workbench.forms import PresetForm, SavedPromptForm, SaveForm, check_text
-from workbench.hints import model_hints
+from workbench.forms import PresetForm, SavedPromptForm, SaveForm
 from workbench.models import TRANSPORT_PARAMS, Draft, Preset, Run, SavedPrompt
 
 PAGE = "workbench/workbench.html"
 RESULTS = "workbench/results.html"
 # Every slot an error can be shown in; errors for any other field go to "general".
-ERROR_SLOTS = ["model", "prompt", *params.BY_NAME, "stop", "general"]
+ERROR_SLOTS = ["model", "prompt", *kit.BY_NAME, "stop", "general"]
 KINDS = ("workbench", "inspect")
 
 
@@ -56,32 +57,6 @@ def _model_info(model_id: str) -> ModelInfo | None:
         return None
 
 
-def _default_model(models: list[ModelInfo]) -> str:
-    for model in models:
-        if model.default:
-            return model.id
-    return models[0].id if models else ""
-
-
-def params_context(values: dict[str, Any], models: list[ModelInfo], model_error: str) -> dict:
-    chosen = values.get("model") or _default_model(models)
-    info = next((m for m in models if m.id == chosen), None)
-    hints = model_hints(info)
-    fields = [
-        {"p": p, "value": values.get(p.name), "help": hints.get(p.name, p.help)}
-        for p in params.PARAMS
-    ]
-    return {
-        "values": values,
-        "fields": fields,
-        "stops": [(slot, values.get(slot, "")) for slot in params.STOP_SLOTS],
-        "models": models,
-        "model_ids": [m.id for m in models],
-        "chosen_model": chosen,
-        "model_error": model_error,
-    }
-
-
 def _error_slots(exc: ParamsInvalid | None) -> list[tuple[str, str]]:
     """(slot, message) for every slot, empty messages clearing earlier errors."""
     messages: dict[str, list[str]] = {slot: [] for slot in ERROR_SLOTS}
@@ -94,10 +69,10 @@ def _error_slots(exc: ParamsInvalid | None) -> list[tuple[str, str]]:
 
 
 def _check(request: HttpRequest) -> tuple[dict[str, Any], ParamsInvalid | None, ModelInfo | None]:
-    unstorable = check_text(request.POST)
+    unstorable = kit.check_text(request.POST)
     if unstorable is not None:
         return {}, unstorable, None
-    return params.parse(request.POST, model_info=_model_info)
+    return kit.parse(request.POST, model_info=_model_info)
 
 
 def _budget(request: HttpRequest) -> dict[str, int]:
@@ -143,7 +118,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
         body = opened.params or {}
     if body is not None:
         body = {k: v for k, v in body.items() if k not in TRANSPORT_PARAMS}
-        values = params.form_values(body)
+        values = kit.form_values(body)
     else:
         values = drafts.page_values(draft)
     models, model_error = _models()
@@ -151,7 +126,7 @@ def workbench(request: HttpRequest) -> HttpResponse:
     if opened is not None:
         shown = [opened.pk, *(i for i in shown if i != opened.pk)]
     context = {
-        **params_context(values, models, model_error),
+        **kit.params_context(values, models, model_error),
         "presets": Preset.objects.filter(owner=request.user),
         "saved_prompts": SavedPrompt.objects.filter(owner=request.user),
         "budget": _budget(request),
@@ -350,16 +325,16 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
 
 @require_POST
 def open_in_loom(request: HttpRequest) -> HttpResponse:
-    unstorable = check_text(request.POST)
+    unstorable = kit.check_text(request.POST)
     if unstorable is not None:
         messages.error(request, f"Not opened in the Loom: {unstorable}")
         return redirect("workbench")
-    body, invalid, _ = params.parse(request.POST, with_prompt=False)
+    body, invalid, _ = kit.parse(request.POST, with_prompt=False)
     if invalid is not None:
         messages.error(request, f"Not opened in the Loom: {invalid}")
         return redirect("workbench")
     tree = Tree.objects.create_from_prompt(
-        request.user, request.POST.get("prompt", ""), settings=params.stored_params(body)
+        request.user, request.POST.get("prompt", ""), settings=kit.stored_params(body)
     )
     return redirect(reverse("loom:tree", args=[tree.pk]))
 
@@ -380,12 +355,12 @@ def _to_save(
         if name_field in form.errors and not request.POST.get(name_field, "").strip():
             return f"Name the {what} first."
         return f"Not saved: {first_error(form)}"
-    if (unstorable := check_text(request.POST)) is not None:
+    if (unstorable := kit.check_text(request.POST)) is not None:
         return f"Not saved: {unstorable}"
-    data, invalid, _ = params.parse(request.POST, with_prompt=False)
+    data, invalid, _ = kit.parse(request.POST, with_prompt=False)
     if invalid is not None:
         return f"Not saved: {invalid}"
-    return form.cleaned_data[name_field], params.stored_params(data)
+    return form.cleaned_data[name_field], kit.stored_params(data)
 
 
 @require_POST
@@ -402,8 +377,8 @@ def preset_save(request: HttpRequest) -> HttpResponse:
 def preset_load(request: HttpRequest, preset_id: int) -> HttpResponse:
     preset = get_object_or_404(Preset, pk=preset_id, owner=request.user)
     models, model_error = _models()
-    values = params.form_values(preset.params)
-    return render(request, f"{PAGE}#params", params_context(values, models, model_error))
+    values = kit.form_values(preset.params)
+    return render(request, f"{PAGE}#params", kit.params_context(values, models, model_error))
 
 
 @require_POST

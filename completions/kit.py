@@ -1,18 +1,26 @@
-"""The Workbench's parameter fields: which of the door's parameters it shows, what a
-fresh page holds, and the seed's defaults (shown in the help; every parameter is sent,
-defaults included, so what a run records is its whole request). Parsing, bounds and
-the door's rules are the shared form's (completions.forms.ParamsForm)."""
+"""The generation UI kit's parameter panel, one for every page that sends a request
+(the Workbench, Batch): which of the door's parameters a page shows, what a fresh page
+holds, the seed's defaults (shown in the help; every parameter is sent, defaults
+included, so what a run records is its whole request), the model-dependent help
+(completions.hints) and what cannot be stored. Parsing, bounds and the door's rules are
+the shared form's (completions.forms.ParamsForm)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from django import forms
+from django.core.validators import ProhibitNullCharactersValidator
+
 from completions.forms import BOUNDS, PAGE_CHECKS, PAGE_NUMBERS, STOP_SLOTS, ParamsForm, help_text
 from completions.forms import escape_stop as escape_stop
+from completions.hints import model_hints
 from completions.schema import FieldError, ModelInfo, ParamsInvalid
 
-__all__ = ["PARAMS", "BY_NAME", "STOP_SLOTS", "parse", "form_values", "stored_params"]
+# Postgres text and jsonb cannot hold U+0000: Django's own check (the one every
+# forms.CharField runs), for the fields a page reads without a form.
+_no_nul = ProhibitNullCharactersValidator()
 
 
 @dataclass(frozen=True)
@@ -107,3 +115,45 @@ def form_values(body: dict[str, Any] | None) -> dict[str, Any]:
 def stored_params(data: dict[str, Any]) -> dict[str, Any]:
     """The part of a request dict a preset keeps (everything but the prompt)."""
     return {k: v for k, v in data.items() if k in STORED}
+
+
+def check_text(post: Any) -> ParamsInvalid | None:
+    """Posted values that cannot be stored, as the door's ParamsInvalid, so the
+    page shows each message next to its field. Every field counts: a number
+    field's text that is not a number is passed on as text (for the door to
+    name), and a preset or a Loom tree would store it."""
+    errors = []
+    for name in post:
+        try:
+            for item in post.getlist(name):
+                _no_nul(item)
+        except forms.ValidationError as exc:
+            slot = "stop" if name.startswith("stop_") else name
+            errors.append(FieldError("invalid_value", slot, exc.messages[0]))
+    return ParamsInvalid(errors) if errors else None
+
+
+def _default_model(models: list[ModelInfo]) -> str:
+    for model in models:
+        if model.default:
+            return model.id
+    return models[0].id if models else ""
+
+
+def params_context(values: dict[str, Any], models: list[ModelInfo], model_error: str) -> dict:
+    """What the parameter panel's partial shows: each field with its value and help."""
+    chosen = values.get("model") or _default_model(models)
+    info = next((m for m in models if m.id == chosen), None)
+    hints = model_hints(info)
+    fields = [
+        {"p": p, "value": values.get(p.name), "help": hints.get(p.name, p.help)} for p in PARAMS
+    ]
+    return {
+        "values": values,
+        "fields": fields,
+        "stops": [(slot, values.get(slot, "")) for slot in STOP_SLOTS],
+        "models": models,
+        "model_ids": [m.id for m in models],
+        "chosen_model": chosen,
+        "model_error": model_error,
+    }

@@ -44,10 +44,16 @@ def check_environment() -> dict:
 
 
 def lint_and_type_check() -> None:
-    """ruff (check, format) and mypy ([tool.mypy] in pyproject.toml), as a full run does."""
+    """ruff (check, format), mypy ([tool.mypy] in pyproject.toml) and the import
+    contracts ([tool.importlinter]: which way the apps' dependencies go), as a full run
+    does."""
     venv_bin = Path(sys.executable).parent
     for lint in (["check", "."], ["format", "--check", "."]):
         if subprocess.run([venv_bin / "ruff", *lint], cwd=BASE_DIR).returncode != 0:
             raise LaunchError(f"ruff {' '.join(lint)} failed (run `make format`)")
     if subprocess.run([venv_bin / "mypy"], cwd=BASE_DIR).returncode != 0:
         raise LaunchError("mypy failed (run `.venv/bin/mypy` to see why)")
+    if subprocess.run([venv_bin / "lint-imports"], cwd=BASE_DIR).returncode != 0:
+        raise LaunchError(
+            "lint-imports failed: an import goes against docs/architecture.md's layers"
+        )

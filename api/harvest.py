@@ -30,6 +30,7 @@ from api import auth, db, jobs, ledger, limits
 from api.errors import ERRORS, ApiError
 from api.http import GZIP_MIN_BYTES, GzipStream, Request
 from api.models import ApiKey
+from api.rows import finished_row
 from completions.models import Generation
 
 log = logging.getLogger(__name__)
@@ -243,8 +244,6 @@ async def _cancel(req: Request, key: ApiKey) -> None:
 
 async def _recorded(req: Request, key: ApiKey, work: Any) -> None:
     """Run a harvest handler and record its metadata row, as every /v1 request has."""
-    from api.proxy import _meta
-
     code = ""
     try:
         await work
@@ -253,7 +252,7 @@ async def _recorded(req: Request, key: ApiKey, work: Any) -> None:
         raise
     finally:
         row = {
-            **_meta(req, key, "/v1/harvest"),
+            **finished_row(req, key, "/v1/harvest"),
             "status": ERRORS[code].status if code else req.status,
         }
         row["error_code"] = code

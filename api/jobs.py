@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from api.errors import ApiError, envelope
 from api.models import JOB_ID_PREFIX, ApiKey, ApiRequest, new_job_id
+from api.upstream import upstream_error, usage_from_tail
 from completions import budget, lifecycle, passthrough, registry, scheduler
 from completions.errors import BackendError
 from completions.models import JOB_CONTENT_TTL, JOB_QUEUED_TTL, Generation, ResultChunk
@@ -535,8 +536,6 @@ TAIL_BYTES = 4096
 
 
 async def _call(job: Generation, writer: _Writer) -> Outcome:
-    from api.proxy import upstream_error, usage_from_tail
-
     try:
         to = await passthrough.target((job.target or {}).get("model"))
     except BackendError as exc:

@@ -26,9 +26,12 @@ from api import auth, bodies, ledger, limits, turns
 from api.errors import ERRORS, ApiError
 from api.harvest import JobRequest
 from api.http import GZIP_MIN_BYTES, ClientGone, GzipStream, Request, log_bug
+from api.rows import finished_row as _meta
+from api.rows import request_row as _row
+from api.upstream import upstream_error, usage_from_tail
 from completions import budget, passthrough
 from completions.client import alist_models, prompt_token_bound
-from completions.errors import BackendError, BackendUnavailable, ModelNotFound, UpstreamTimeout
+from completions.errors import BackendError
 from completions.schema import (
     CompletionParams,
     ParamsInvalid,
@@ -52,31 +55,6 @@ async def close_connections() -> None:
 def window_tokens() -> int:
     """What a non-streaming request can generate inside the request window."""
     return max(1, int(settings.WEFT_API_REQUEST_WINDOW_SECONDS * settings.WEFT_API_DECODE_RATE))
-
-
-# --- errors from the door -------------------------------------------------------------
-
-
-def upstream_error(exc: BackendError) -> ApiError:
-    """The seed's code for whatever the backend did (its 4xx/5xx, a timeout, no answer)."""
-    status = exc.status
-    message = f"the backend answered: {exc.message}" if exc.message else "the backend failed"
-    if isinstance(exc, ModelNotFound):
-        return ApiError("model_not_found", exc.message, param="model")
-    if isinstance(exc, UpstreamTimeout) or status == 504:
-        return ApiError("upstream_deadline", message)
-    if isinstance(exc, BackendUnavailable) or status in (429, 503):
-        return ApiError("upstream_unavailable", message, retry_after=exc.retry_after)
-    if status is not None and 400 <= status < 500 and status not in (401, 403, 407):
-        # The backend refused the request itself (e.g. context_length_exceeded): a 400.
-        known = exc.code in ERRORS and ERRORS[exc.code].status == 400
-        code = exc.code if known else None
-        return ApiError(
-            code or "invalid_request",
-            message,
-            headers={"X-Acs-Upstream-Error-Kind": code or exc.code or "invalid_request"},
-        )
-    return ApiError("upstream_error", message, retry_after=exc.retry_after)
 
 
 # --- the request plan -------------------------------------------------------------------
@@ -208,20 +186,7 @@ class Meter:
         return self.prompt_tokens, self.tokens
 
 
-USAGE_MARK = b'"usage":'
 TAIL_BYTES = 4096
-
-
-def usage_from_tail(tail: bytes) -> dict[str, Any] | None:
-    """The body's usage object, read from its last bytes (the body is never held)."""
-    at = tail.rfind(USAGE_MARK)
-    if at < 0:
-        return None
-    try:
-        value, _ = json.JSONDecoder().raw_decode(tail[at + len(USAGE_MARK) :].decode().lstrip())
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _upstream_headers(req: Request, response: httpx.Response | None, to: passthrough.Target):
@@ -392,20 +357,6 @@ def _frame_usage(frame: bytes) -> dict[str, Any] | None:
 # --- endpoints --------------------------------------------------------------------------
 
 
-def _row(req: Request, key: Any, endpoint: str, **fields: Any) -> dict[str, Any]:
-    return ledger.request_row(
-        request_id=req.id,
-        key_id=key.pk,
-        key_prefix=key.prefix,
-        user_id=key.user_id,
-        ip=req.ip,
-        endpoint=endpoint,
-        workload=req.workload,
-        created_at=req.created_at,
-        **fields,
-    )
-
-
 async def completions(req: Request) -> None:
     key = await auth.authenticate(req.headers)
     # A small body (declared so) is read at once, as it costs nothing; a large one only
@@ -547,15 +498,6 @@ async def models(req: Request) -> None:
         row = {**_meta(req, key, "/v1/models"), "status": status, "error_code": code}
         metrics.api_request(req, row, status, code, None)
         ledger.later(ledger.record(row))
-
-
-def _meta(req: Request, key: Any, endpoint: str) -> dict[str, Any]:
-    return {
-        **_row(req, key, endpoint),
-        "status": req.status,
-        "latency_ms": req.latency_ms(),
-        "finished_at": ledger.timezone.now(),
-    }
 
 
 async def chat_completions(req: Request) -> None:

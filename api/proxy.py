@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -192,20 +191,13 @@ async def reserve(plan: Plan, key: Any, row: dict[str, Any], arrived: float) -> 
 
 
 class Meter:
-    """What the client received, for the bill: the backend's usage when it sent one,
-    otherwise the prompt plus the tokens we passed on."""
+    """What the client received: the backend's usage when it sent one, the tokens
+    passed on (completions.budget.charge makes the bill of it)."""
 
     def __init__(self, prompt_tokens: int) -> None:
         self.prompt_tokens = prompt_tokens
         self.usage: dict[str, Any] | None = None
         self.tokens = 0
-
-    def bill(self) -> tuple[int, int]:
-        if self.usage and "prompt_tokens" in self.usage:
-            return int(self.usage.get("prompt_tokens") or 0), int(
-                self.usage.get("completion_tokens") or 0
-            )
-        return self.prompt_tokens, self.tokens
 
 
 USAGE_MARK = b'"usage":'
@@ -476,7 +468,11 @@ def _finish(
 ) -> None:
     """Settle the reservation (or record the refused request) off the response path."""
     status = 499 if failure == "client_closed" else (req.status or 500)
-    metrics.api_request(req, row, status, failure, meter.bill() if res is not None else None)
+    bill = None
+    if res is not None and plan is not None:  # a reservation always has its plan
+        used = _charge(res, meter, plan, failure, req.latency_ms() / 1000, meter.prompt_tokens)
+        bill = (used.prompt_tokens, used.completion_tokens)
+    metrics.api_request(req, row, status, failure, bill)
     fields = {
         "status": status,
         "error_code": failure,
@@ -487,30 +483,40 @@ def _finish(
     }
     log.info("api %s key=%s status=%s code=%s request=%s ms=%s", row["endpoint"],
              row["key_prefix"], status, failure or "-", req.id, fields["latency_ms"])  # fmt: skip
-    if res is None or plan is None:  # a reservation always has its plan
+    if res is None or plan is None:
         ledger.later(ledger.record({**row, **fields}))
         return
     ledger.later(_settle(res, meter, plan, fields, req.latency_ms() / 1000))
 
 
+def _charge(
+    res: ledger.Reservation, meter: Meter, plan: Plan, failure: str, elapsed: float, prompt: int
+) -> budget.Charge:
+    if plan.params.stream:
+        end = budget.End.RECEIVED
+    elif not failure:
+        end = budget.End.ANSWERED  # a whole JSON answer: charged as a job's is
+    elif failure == "client_closed":
+        end = budget.End.HUNG_UP  # a JSON answer that never arrived
+    else:
+        end = budget.End.RECEIVED
+    return budget.charge(
+        res.reserved, usage=meter.usage, prompt_tokens=prompt, received=meter.tokens,
+        max_tokens=res.max_tokens, choices=plan.params.choice_count, end=end, elapsed=elapsed,
+    )  # fmt: skip
+
+
 async def _settle(
     res: ledger.Reservation, meter: Meter, plan: Plan, fields: dict[str, Any], elapsed: float
 ) -> None:
-    prompt, completion = meter.bill()
-    if meter.usage is None and not plan.params.stream and not fields["error_code"]:
-        # A whole JSON answer that says nothing of its usage: charged as a job's is.
-        completion = budget.unmetered(0, res.max_tokens, plan.params.choice_count)[1]
-    if meter.usage is None and not plan.exact:
+    prompt = meter.prompt_tokens
+    if budget.reported(meter.usage) is None and not plan.exact:
         # No usage from the backend (a cut, a client gone): count the prompt exactly
         # rather than charge its byte bound.
         counted = await _count(plan.target, plan.params)
         prompt = sum(counted) if counted is not None else prompt
-    if fields["error_code"] == "client_closed" and meter.usage is None and not plan.params.stream:
-        # A non-streaming answer never arrived: charge the prompt and what the backend
-        # can have generated meanwhile (at the configured decode rate), no more.
-        per_choice = min(res.max_tokens, math.ceil(elapsed * settings.WEFT_API_DECODE_RATE))
-        completion = per_choice * plan.params.choice_count
-    await ledger.settle(res, prompt, completion, **fields)
+    used = _charge(res, meter, plan, fields["error_code"], elapsed, prompt)
+    await ledger.settle(res, used.prompt_tokens, used.completion_tokens, **fields)
 
 
 def model_card(m: Any) -> dict[str, Any]:

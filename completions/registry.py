@@ -8,7 +8,11 @@ the user may watch it) and hands the generation to its kind's renderer.
 register_executor(kind, run) lets an app run its kind its own way once the door's
 scheduler has claimed it (the API's jobs pass the backend's bytes through verbatim);
 kinds without one are streamed by completions.pipeline. `run(generation, run_token)`
-must end the run with completions.lifecycle.finish under that token."""
+must end the run with completions.lifecycle.finish under that token.
+
+register_lease_check(check) tells the door's release sweep which /v1 requests still
+have a live process (the API's leases in Redis): `check([(key_id, request_id), ...])`
+returns the request ids still held; without one, every request counts as held."""
 
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +27,18 @@ Watchers = Callable[[Any, Any], bool]
 _RENDERERS: dict[str, Renderer] = {}
 _EXECUTORS: dict[str, Executor] = {}
 _WATCHERS: dict[str, Watchers] = {}
+LeaseCheck = Callable[[list[tuple[int, str]]], set[str]]
+_LEASE_CHECK: list[LeaseCheck] = []
+
+
+def register_lease_check(check: LeaseCheck) -> None:
+    _LEASE_CHECK[:] = [check]
+
+
+def leases_alive(requests: list[tuple[int, str]]) -> set[str]:
+    if not _LEASE_CHECK:  # nothing can tell a dead process from a live one: keep them
+        return {request_id for _, request_id in requests}
+    return _LEASE_CHECK[0](requests)
 
 
 def register_watchers(kind: str, may_watch: Watchers) -> None:

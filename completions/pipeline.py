@@ -137,11 +137,17 @@ def new_seed() -> int:
 
 
 def _reserve_and_create(
-    user: Any, params: CompletionParams, prompt_tokens: int, *, state: str, **fields: Any
+    user: Any,
+    params: CompletionParams,
+    prompt_tokens: int,
+    *,
+    state: str,
+    hold: str | None = None,
+    **fields: Any,
 ) -> Generation:
     asked = prompt_tokens + params.worst_case_output
     month = budget.reserve(
-        user, asked, prompt_tokens=prompt_tokens, choice_count=params.choice_count
+        user, asked, prompt_tokens=prompt_tokens, choice_count=params.choice_count, hold=hold
     )
     lane = scheduler.lane_for(fields["kind"], fields.get("workload", "interactive"))
     return Generation.objects.create(
@@ -169,10 +175,12 @@ def start(
     record_refusal: bool = False,
     draw_seed: bool = True,
     prompt_tokens: list[int] | None = None,
+    hold: str | None = None,
 ) -> Generation:
     """Validate, reserve and enqueue a page's run. Without a seed the door draws one
     (`draw_seed`), sends it and records it in the generation's params, so the same
-    request again reproduces the run exactly (a Re-run, a node's recorded seed)."""
+    request again reproduces the run exactly (a Re-run, a node's recorded seed).
+    `hold`: the reservation is drawn from that hold (completions.budget.admit)."""
     if draw_seed and data.get("seed") is None:
         data = {**data, "seed": new_seed()}
     params, prompt_count = prepare(data, stream=stream, prompt_tokens=prompt_tokens)
@@ -186,6 +194,7 @@ def start(
                 kind=kind,
                 target=target,
                 workload=workload,
+                hold=hold,
             )
             transaction.on_commit(lambda: enqueue(generation))
     except budget.BudgetRefused as refusal:

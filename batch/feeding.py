@@ -32,8 +32,8 @@ from django.utils import timezone
 
 from batch.models import Batch, BatchItem
 from batch.uploads import Prompt, UploadError
-from completions import lifecycle, pipeline
-from completions.budget import BudgetRefused, usage_summary
+from completions import budget, lifecycle, pipeline
+from completions.budget import BudgetRefused
 from completions.client import count_tokens, get_model, prompt_token_bound
 from completions.errors import BackendError, clean_text
 from completions.models import Generation
@@ -131,21 +131,26 @@ def _count(model_id: str, texts: list[str]) -> list[int] | None:
 
 
 def check_budget(user: Any, body: dict[str, Any], counts: list[int]) -> None:
-    """Refuse, don't clamp: the whole batch's worst case against what is left."""
+    """Refuse, don't clamp: the whole batch's worst case against what is left, checked
+    under the budget's lock by the ledger's own rule (completions.budget.admit). Nothing
+    is held: each prompt reserves its own as it is fed (and the batch pauses if other
+    runs spent the budget meanwhile)."""
     n = body.get("n") or 1
-    max_tokens = body["max_tokens"]
-    asked = sum(counts) + len(counts) * n * max_tokens
-    left = usage_summary(user)["remaining"]
-    if asked <= left:
-        return
-    per_prompt = (left - sum(counts)) // (len(counts) * n)
-    fit, spent = 0, 0
-    for count in counts:
-        spent += count + n * max_tokens
-        if spent > left:
-            break
-        fit += 1
-    raise BatchRefused(asked, left, len(counts), max(0, min(per_prompt, MAX_OUTPUT_WORK // n)), fit)
+    try:
+        with transaction.atomic():
+            budget.admit(
+                user, prompt_tokens=sum(counts), choices=len(counts) * n,
+                max_tokens=body["max_tokens"],
+            )  # fmt: skip
+    except BudgetRefused as refusal:
+        fit, spent = 0, 0
+        for count in counts:
+            spent += count + n * body["max_tokens"]
+            if spent > refusal.left:
+                break
+            fit += 1
+        per_prompt = max(0, min(refusal.fit, MAX_OUTPUT_WORK // n))
+        raise BatchRefused(refusal.asked, refusal.left, len(counts), per_prompt, fit) from None
 
 
 def create(

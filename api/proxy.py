@@ -25,15 +25,10 @@ from api import auth, bodies, ledger, limits, turns
 from api.errors import ERRORS, ApiError
 from api.harvest import JobRequest
 from api.http import GZIP_MIN_BYTES, ClientGone, GzipStream, Request, log_bug
-from completions import budget, passthrough
-from completions.client import alist_models, prompt_token_bound
+from completions import budget, passthrough, pipeline
+from completions.client import alist_models
 from completions.errors import BackendError, BackendUnavailable, ModelNotFound, UpstreamTimeout
-from completions.schema import (
-    CompletionParams,
-    ParamsInvalid,
-    default_max_tokens,
-    validate_params,
-)
+from completions.schema import CompletionParams, ParamsInvalid, validate_params
 from core import metrics
 
 log = logging.getLogger(__name__)
@@ -114,6 +109,9 @@ async def _count(plan_target: passthrough.Target, params: CompletionParams) -> l
 
 
 async def make_plan(data: Any) -> Plan:
+    """The request's plan from the door's planning pieces (completions.pipeline): one
+    model resolution, one validation, one token count (only when the plan needs it),
+    the revalidation prompt_logprobs=-1 needs and the default max_tokens."""
     model_field = data.get("model") if isinstance(data, dict) else None
     try:
         to = await passthrough.target(model_field if isinstance(model_field, str) else None)
@@ -121,24 +119,13 @@ async def make_plan(data: Any) -> Plan:
         raise upstream_error(exc) from None
     try:
         params = validate_params(data, model=to.model)
+        counted = None
+        if pipeline.needs_count(params) and not all(isinstance(p, list) for p in params.prompts):
+            counted = await _count(to, params)
+        params, counts, exact = pipeline.with_counts(data, to.model, params, counted)
     except ParamsInvalid as exc:
         raise ApiError.from_invalid(exc) from None
-    counts = [prompt_token_bound(p) for p in params.prompts]
-    exact = all(isinstance(p, list) for p in params.prompts)
-    needs_count = params.max_tokens is None or params.prompt_logprobs == -1
-    if needs_count and not exact:
-        counted = await _count(to, params)
-        if counted is not None:
-            counts, exact = counted, True
-            if params.prompt_logprobs == -1:
-                try:
-                    validate_params(data, model=to.model, prompt_tokens=counted)
-                except ParamsInvalid as exc:
-                    raise ApiError.from_invalid(exc) from None
-    if params.max_tokens is not None:
-        requested, source = params.max_tokens, "client"
-    else:
-        requested, source = default_max_tokens(to.model.max_model_len, max(counts)), "default"
+    requested, source = pipeline.max_tokens_for(params, to.model, counts)
     plan = Plan(params, to, sum(counts), exact, requested, requested, source)
     if not params.stream:
         window = window_tokens()

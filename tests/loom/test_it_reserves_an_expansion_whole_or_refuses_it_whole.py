@@ -52,7 +52,9 @@ def test_it_reserves_one_expansion_whole_and_refuses_the_other_whole(
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=grow, args=pair) for pair in zip(clients, trees)]
+    threads = [
+        threading.Thread(target=grow, args=pair) for pair in zip(clients, trees, strict=True)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

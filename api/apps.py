@@ -6,8 +6,9 @@ class ApiConfig(AppConfig):
     verbose_name = "Public API"
 
     def ready(self) -> None:
-        # Registers the jobs' executor with the door and their end-of-run receiver.
-        from api import jobs  # noqa: F401
+        # Registers the jobs' executor with the door and their end-of-run receiver, and
+        # the requests' lease check with the door's release sweep.
+        from api import jobs, ledger  # noqa: F401
         from api.errors import ERRORS
         from core import metrics
 

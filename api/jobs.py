@@ -21,7 +21,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -192,9 +191,9 @@ def create(sub: Submission) -> tuple[Generation, bool]:
             limit = settings.WEFT_API_MAX_JOBS_PER_KEY
             if jobs().filter(key=sub.key, state__in=Generation.ACTIVE).count() >= limit:
                 raise queue_full(limit)
-            submission = ApiRequest.objects.select_for_update().get(request_id=sub.request_id)
-            if submission.settled:  # made already, by this call's first try (api.db)
-                return jobs().get(api_request=submission), True
+            held = budget.hand_over_request(sub.request_id)  # the job's now: its worker settles it
+            if held is None:  # made already, by this call's first try (api.db)
+                return jobs().get(api_request__request_id=sub.request_id), True
             job = Generation.objects.create(
                 owner_id=sub.key.user_id,
                 key=sub.key,
@@ -207,21 +206,16 @@ def create(sub: Submission) -> tuple[Generation, bool]:
                 choices=[],
                 prompt_tokens=sub.prompt_tokens,
                 prompt_exact=sub.prompt_exact,
-                reserved_tokens=submission.reserved_tokens,
-                budget_month=submission.budget_month,
+                reserved_tokens=held.reserved,
+                budget_month=held.month,
                 public_id=new_job_id(),
                 idempotency_key=sub.idempotency_key,
                 body_sha256=sub.digest,
                 clamped=sub.clamped,
-                api_request=submission,
+                api_request_id=held.id,
                 created_at=now,
                 expires_at=now + JOB_QUEUED_TTL,
             )
-            # The reservation is the job's now (its worker settles it): the request's
-            # row holds none, so no sweep of the web process gives it back.
-            submission.status = 202
-            submission.settled = True
-            submission.save(update_fields=["status", "settled"])
             transaction.on_commit(lambda: lifecycle.enqueue(job))
     except IntegrityError:
         winner = find_replay(sub.key, sub.idempotency_key, sub.digest)
@@ -314,9 +308,7 @@ def head(job: Generation) -> dict[str, Any]:
         "usage": None,
     }
     if job.charged_tokens is not None:
-        usage = job.usage if isinstance(job.usage, dict) else {}
-        prompt = lifecycle.count(usage.get("prompt_tokens")) or 0
-        completion = lifecycle.count(usage.get("completion_tokens")) or 0
+        prompt, completion = budget.counts(job.usage)
         out["usage"] = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -396,10 +388,10 @@ def on_finished(sender: Any, generation: Generation, **kwargs: Any) -> None:
         return
     try:
         if generation.api_request_id is not None and generation.charged_tokens is not None:
-            usage = generation.usage if isinstance(generation.usage, dict) else {}
+            prompt, completion = budget.counts(generation.usage)
             ApiRequest.objects.filter(pk=generation.api_request_id).update(
-                prompt_tokens=lifecycle.count(usage.get("prompt_tokens")) or 0,
-                completion_tokens=lifecycle.count(usage.get("completion_tokens")) or 0,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
                 error_code=generation.error_code[:64],
                 served_model=generation.served_model[:200],
                 finished_at=generation.finished_at,
@@ -517,14 +509,8 @@ async def _run(
         work.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await work
-        # As for a synchronous client that hung up: the prompt and what the backend can
-        # have generated meanwhile, at the configured decode rate, no more.
-        params = CompletionParams.model_validate(job.params)
-        choices = params.choice_count
-        per_choice = min(
-            params.max_tokens or 0, math.ceil((time.monotonic() - started) * settings.WEFT_API_DECODE_RATE)
-        )  # fmt: skip
-        usage = {"prompt_tokens": job.prompt_tokens, "completion_tokens": per_choice * choices}
+        # As for a synchronous client that hung up.
+        usage = budget.run_usage(job, end=budget.End.HUNG_UP, elapsed=time.monotonic() - started)
         return Outcome(State.CANCELLED, usage=usage)
     finally:
         watcher.cancel()
@@ -538,8 +524,10 @@ TAIL_BYTES = 4096
 async def _call(job: Generation, writer: _Writer) -> Outcome:
     try:
         to = await passthrough.target((job.target or {}).get("model"))
-    except BackendError as exc:
-        return Outcome(State.FAILED, error=upstream_error(exc), usage=_no_usage())
+    except BackendError as exc:  # nothing was sent
+        return Outcome(
+            State.FAILED, error=upstream_error(exc), usage=budget.run_usage(job, prompt_tokens=0)
+        )
     served = to.model.root or to.model.id
     try:
         async with asyncio.timeout(settings.WEFT_API_REQUEST_WINDOW_SECONDS):
@@ -560,15 +548,7 @@ async def _call(job: Generation, writer: _Writer) -> Outcome:
     if not _is_completion(head):
         error = ApiError("upstream_error", "the backend answered with something not a completion")
         return await _failed(job, to, error, served)
-    found = usage_from_tail(tail) or {}
-    prompt = lifecycle.count(found.get("prompt_tokens"))
-    completion = lifecycle.count(found.get("completion_tokens"))
-    if prompt is None or completion is None:
-        params = CompletionParams.model_validate(job.params)
-        prompt, completion = budget.unmetered(
-            job.prompt_tokens, params.max_tokens or 0, params.choice_count
-        )
-    usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+    usage = budget.run_usage(job, usage=usage_from_tail(tail), end=budget.End.ANSWERED)
     return Outcome(State.DONE, usage=usage, served_model=served, result_bytes=size)
 
 
@@ -600,10 +580,6 @@ def _is_completion(head: bytes) -> bool:
     return text.startswith(b"{") and not text[1:].lstrip().startswith(b'"error"')
 
 
-def _no_usage() -> dict[str, int]:
-    return {"prompt_tokens": 0, "completion_tokens": 0}
-
-
 async def _failed(job: Generation, to: passthrough.Target, error: ApiError, served: str) -> Outcome:
     """As a synchronous request that failed: the prompt is charged, counted exactly
     when the stored count was only a bound."""
@@ -611,7 +587,7 @@ async def _failed(job: Generation, to: passthrough.Target, error: ApiError, serv
     if not job.prompt_exact:
         counted = await passthrough.count_tokens(to, _prompts(job))
         prompt = sum(counted) if counted is not None else prompt
-    usage = {"prompt_tokens": prompt, "completion_tokens": 0}
+    usage = budget.run_usage(job, prompt_tokens=prompt)
     return Outcome(State.FAILED, error=error, usage=usage, served_model=served)
 
 

@@ -1,5 +1,5 @@
-"""The /v1 proxy's side of the one ledger (completions.budget): reserve the worst case,
-clamp, settle — from the ASGI event loop.
+"""The /v1 proxy's transport to the one ledger: completions.budget's statements (reserve
+the worst case, clamp, settle) run from the ASGI event loop. No rule is written here.
 
 A request reserves its worst case (prompt tokens + choices × max_tokens) on its user's
 API allowance and its key's cap together, with the ledger's own statement
@@ -32,8 +32,7 @@ from typing import Any
 import psycopg
 import redis
 from django.conf import settings
-from django.db import connections, transaction
-from django.db.models import F
+from django.db import connections
 from django.utils import timezone
 from psycopg.pq import TransactionStatus
 
@@ -41,15 +40,13 @@ from api import batching
 from api.errors import ApiError
 from api.limits import active_key
 from api.models import ApiRequest
-from completions import budget
+from completions import budget, lifecycle, registry
 from completions.budget import month_of, next_reset
-from completions.models import BudgetMonth
 
 log = logging.getLogger(__name__)
 
-MONTHS = "completions_budgetmonth"
 REQUESTS = "api_apirequest"
-assert BudgetMonth._meta.db_table == MONTHS and ApiRequest._meta.db_table == REQUESTS
+assert ApiRequest._meta.db_table == REQUESTS == budget.REQUESTS
 POOL_MAX = 24
 POOL_IDLE = POOL_MAX  # a burst's connections stay for the next: connecting costs more than a query
 
@@ -227,22 +224,6 @@ def budget_exceeded(left: int, prompt_tokens: int) -> ApiError:
     )
 
 
-# One statement (one round trip, autocommit): the ledger's weft_reserve locks the user's
-# allowance and the key's cap, reserves what fits (all of it, or with `clamp` as many
-# tokens per choice as fit, at least one), and the request's row is inserted only if it
-# reserved. Its fit and what was left come back either way.
-RESERVE = """
-WITH r AS (SELECT fit, left_tokens FROM weft_reserve(
-    %(accounts)s, %(budgets)s, %(user)s, %(month)s, %(prompt)s, %(choices)s,
-    %(max_tokens)s, %(clamp)s)),
-ins AS (
-    INSERT INTO api_apirequest ({columns}, reserved_tokens)
-    SELECT {values}, %(prompt)s + %(choices)s * r.fit FROM r WHERE r.fit >= %(need)s
-)
-SELECT fit, left_tokens FROM r
-"""
-
-
 async def reserve(
     row: dict[str, Any],
     *,
@@ -263,26 +244,20 @@ async def reserve(
     month = month_of()
     accounts = budget.api_accounts(user_id, key_id, key_budget, allowance)
     full = {**row, "budget_month": month, "settled": False}
-    names = [name for name in full if name in _COLUMNS and name != "reserved_tokens"]
-    sql = RESERVE.format(columns=", ".join(names), values=", ".join(f"%({n})s" for n in names))
-    params = {
-        **{n: full[n] for n in names},
-        **budget.reserve_params(
-            accounts, user_id=user_id, month=month, prompt_tokens=prompt_tokens,
-            choices=choices, max_tokens=max_tokens, clamp=not tentative,
-        ),
-        "need": max_tokens if tentative else 1,
-    }  # fmt: skip
+    columns = {name: full[name] for name in full if name in _COLUMNS}
+    sql, params, need = budget.reserve_request_sql(
+        columns, accounts, user_id=user_id, month=month, prompt_tokens=prompt_tokens,
+        choices=choices, max_tokens=max_tokens, tentative=tentative,
+    )  # fmt: skip
     made = Reservation(row["request_id"], user_id, key_id, month, 0, max_tokens, False)
     statement = _Statement(sql, params, fetch=True)
-    need = params["need"]
     orphaned = partial(_orphaned, made, need)
     fit, left = await _run(user_id, statement, urgent=True, orphaned=orphaned)
     if fit < need:
         if tentative:
             return None
         raise budget_exceeded(left, prompt_tokens)
-    made.reserved = prompt_tokens + max(1, choices) * fit
+    made.reserved = budget.reserved_for(prompt_tokens, choices, fit)
     made.max_tokens = fit
     made.clamped = fit < max_tokens
     return made
@@ -312,38 +287,16 @@ async def _logged(write: Any) -> None:
         log.error("api ledger write failed: %s", type(exc).__name__)
 
 
-# Once only: a row not settled (its reservation is subtracted), or one the dead-process
-# sweep released while it was in fact still running (its Redis lease was lost: only the
-# charge is added). The two accounts are the ones weft_reserve drew on.
-SETTLE = """
-WITH old AS (
-    SELECT id, settled, released_at IS NOT NULL AS released, reserved_tokens, user_id,
-        key_id, budget_month
-    FROM api_apirequest WHERE request_id = %(request_id)s FOR UPDATE
-), s AS (
-    UPDATE api_apirequest a SET settled = true, released_at = NULL, {sets}
-    FROM old WHERE a.id = old.id AND (NOT old.settled OR old.released)
-    RETURNING old.released, old.reserved_tokens, old.user_id, old.key_id, old.budget_month
-)
-UPDATE completions_budgetmonth m
-SET reserved = m.reserved - CASE WHEN s.released THEN 0 ELSE s.reserved_tokens END,
-    used = m.used + LEAST(s.reserved_tokens, %(used)s)
-FROM s WHERE m.month = s.budget_month
-    AND m.account IN ('api:' || s.user_id, 'key:' || s.key_id)
-"""
-
-
 async def settle(
     res: Reservation, prompt_tokens: int, completion_tokens: int, **fields: Any
 ) -> int:
-    """Replace the reservation by what was used (never more than was reserved) and
-    finish the request's row, exactly once, in one statement; returns the tokens charged."""
-    charged = min(res.reserved, prompt_tokens + completion_tokens)
-    fields = {**fields, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
-    names = [name for name in fields if name in _COLUMNS]
-    sql = SETTLE.format(sets=", ".join(f"{n} = %({n})s" for n in names))
-    params = {**{n: fields[n] for n in names}, "request_id": res.request_id,
-              "used": prompt_tokens + completion_tokens}  # fmt: skip
+    """Replace the reservation by what was used (completions.budget's rule) and finish
+    the request's row, exactly once, in one statement; returns the tokens charged."""
+    columns = {name: value for name, value in fields.items() if name in _COLUMNS}
+    sql, params, charged = budget.settle_request_sql(
+        res.request_id, columns, user_id=res.user_id, key_id=res.key_id, reserved=res.reserved,
+        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+    )  # fmt: skip
     await _run(res.user_id, _Statement(sql, params, fetch=False))
     return charged
 
@@ -391,45 +344,28 @@ def request_row(**fields: Any) -> dict[str, Any]:
     }
 
 
-# --- reservations whose process died ------------------------------------------------------
+# --- which requests still have a live process (for lifecycle's release sweep) -------------
+
+
+def leases_alive(requests: list[tuple[int, str]]) -> set[str]:
+    """The request ids whose lease in Redis (api.limits) is still renewed."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        seconds, micros = client.time()
+        now_ms = seconds * 1000 + micros // 1000
+        alive = set()
+        for key_id, request_id in requests:
+            lease = client.zscore(active_key(key_id), request_id)
+            if lease is not None and lease > now_ms:
+                alive.add(request_id)
+        return alive
+    finally:
+        client.close()
+
+
+registry.register_lease_check(leases_alive)
 
 
 def release_stale() -> int:
-    """Give back the reservations of requests whose web process died before settling.
-    A request in flight holds a lease in Redis (api.limits) that it renews; a row still
-    unsettled well past a lease's life, whose lease is gone, has no process left to
-    settle it. What it generated is unknown, so nothing is charged now; but a lease can
-    also be lost while its request runs on (Redis restarted, a long stall), so the row is
-    marked released, and a settle that arrives later still charges what was used.
-    Returns how many."""
-    grace = dt.timedelta(seconds=2 * settings.WEFT_API_LEASE_SECONDS + 5)
-    candidates = ApiRequest.objects.filter(settled=False, created_at__lt=timezone.now() - grace)
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    seconds, micros = client.time()
-    now_ms = seconds * 1000 + micros // 1000
-    released = 0
-    for row in candidates.only("pk", "key_id", "request_id").iterator():
-        if row.key_id is None:  # unauthenticated: nothing was reserved
-            continue
-        lease = client.zscore(active_key(row.key_id), row.request_id)
-        if lease is not None and lease > now_ms:
-            continue  # still running somewhere
-        with transaction.atomic():
-            locked = ApiRequest.objects.select_for_update().get(pk=row.pk)
-            if locked.settled:
-                continue
-            if locked.budget_month is not None and locked.user_id is not None:
-                BudgetMonth.objects.filter(
-                    account__in=budget.account_names(locked.user_id, locked.key_id),
-                    month=locked.budget_month,
-                ).update(reserved=F("reserved") - locked.reserved_tokens)
-            locked.settled = True
-            locked.released_at = timezone.now()
-            locked.error_code = locked.error_code or "process_lost"
-            locked.finished_at = locked.released_at
-            locked.save(update_fields=["settled", "released_at", "error_code", "finished_at"])
-            released += 1
-    client.close()
-    if released:
-        log.warning("api: released %d reservations of requests whose process died", released)
-    return released
+    """The door's sweep (completions.lifecycle.release_lost_requests)."""
+    return lifecycle.release_lost_requests()

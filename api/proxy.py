@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -29,15 +28,10 @@ from api.http import GZIP_MIN_BYTES, ClientGone, GzipStream, Request, log_bug
 from api.rows import finished_row as _meta
 from api.rows import request_row as _row
 from api.upstream import upstream_error, usage_from_tail
-from completions import budget, passthrough
-from completions.client import alist_models, prompt_token_bound
+from completions import budget, passthrough, pipeline
+from completions.client import alist_models
 from completions.errors import BackendError
-from completions.schema import (
-    CompletionParams,
-    ParamsInvalid,
-    default_max_tokens,
-    validate_params,
-)
+from completions.schema import CompletionParams, ParamsInvalid, validate_params
 from core import metrics
 
 log = logging.getLogger(__name__)
@@ -93,6 +87,9 @@ async def _count(plan_target: passthrough.Target, params: CompletionParams) -> l
 
 
 async def make_plan(data: Any) -> Plan:
+    """The request's plan from the door's planning pieces (completions.pipeline): one
+    model resolution, one validation, one token count (only when the plan needs it),
+    the revalidation prompt_logprobs=-1 needs and the default max_tokens."""
     model_field = data.get("model") if isinstance(data, dict) else None
     try:
         to = await passthrough.target(model_field if isinstance(model_field, str) else None)
@@ -100,24 +97,13 @@ async def make_plan(data: Any) -> Plan:
         raise upstream_error(exc) from None
     try:
         params = validate_params(data, model=to.model)
+        counted = None
+        if pipeline.needs_count(params) and not all(isinstance(p, list) for p in params.prompts):
+            counted = await _count(to, params)
+        params, counts, exact = pipeline.with_counts(data, to.model, params, counted)
     except ParamsInvalid as exc:
         raise ApiError.from_invalid(exc) from None
-    counts = [prompt_token_bound(p) for p in params.prompts]
-    exact = all(isinstance(p, list) for p in params.prompts)
-    needs_count = params.max_tokens is None or params.prompt_logprobs == -1
-    if needs_count and not exact:
-        counted = await _count(to, params)
-        if counted is not None:
-            counts, exact = counted, True
-            if params.prompt_logprobs == -1:
-                try:
-                    validate_params(data, model=to.model, prompt_tokens=counted)
-                except ParamsInvalid as exc:
-                    raise ApiError.from_invalid(exc) from None
-    if params.max_tokens is not None:
-        requested, source = params.max_tokens, "client"
-    else:
-        requested, source = default_max_tokens(to.model.max_model_len, max(counts)), "default"
+    requested, source = pipeline.max_tokens_for(params, to.model, counts)
     plan = Plan(params, to, sum(counts), exact, requested, requested, source)
     if not params.stream:
         window = window_tokens()
@@ -170,20 +156,13 @@ async def reserve(plan: Plan, key: Any, row: dict[str, Any], arrived: float) -> 
 
 
 class Meter:
-    """What the client received, for the bill: the backend's usage when it sent one,
-    otherwise the prompt plus the tokens we passed on."""
+    """What the client received: the backend's usage when it sent one, the tokens
+    passed on (completions.budget.charge makes the bill of it)."""
 
     def __init__(self, prompt_tokens: int) -> None:
         self.prompt_tokens = prompt_tokens
         self.usage: dict[str, Any] | None = None
         self.tokens = 0
-
-    def bill(self) -> tuple[int, int]:
-        if self.usage and "prompt_tokens" in self.usage:
-            return int(self.usage.get("prompt_tokens") or 0), int(
-                self.usage.get("completion_tokens") or 0
-            )
-        return self.prompt_tokens, self.tokens
 
 
 TAIL_BYTES = 4096
@@ -427,7 +406,11 @@ def _finish(
 ) -> None:
     """Settle the reservation (or record the refused request) off the response path."""
     status = 499 if failure == "client_closed" else (req.status or 500)
-    metrics.api_request(req, row, status, failure, meter.bill() if res is not None else None)
+    bill = None
+    if res is not None and plan is not None:  # a reservation always has its plan
+        used = _charge(res, meter, plan, failure, req.latency_ms() / 1000, meter.prompt_tokens)
+        bill = (used.prompt_tokens, used.completion_tokens)
+    metrics.api_request(req, row, status, failure, bill)
     fields = {
         "status": status,
         "error_code": failure,
@@ -438,30 +421,40 @@ def _finish(
     }
     log.info("api %s key=%s status=%s code=%s request=%s ms=%s", row["endpoint"],
              row["key_prefix"], status, failure or "-", req.id, fields["latency_ms"])  # fmt: skip
-    if res is None or plan is None:  # a reservation always has its plan
+    if res is None or plan is None:
         ledger.later(ledger.record({**row, **fields}))
         return
     ledger.later(_settle(res, meter, plan, fields, req.latency_ms() / 1000))
 
 
+def _charge(
+    res: ledger.Reservation, meter: Meter, plan: Plan, failure: str, elapsed: float, prompt: int
+) -> budget.Charge:
+    if plan.params.stream:
+        end = budget.End.RECEIVED
+    elif not failure:
+        end = budget.End.ANSWERED  # a whole JSON answer: charged as a job's is
+    elif failure == "client_closed":
+        end = budget.End.HUNG_UP  # a JSON answer that never arrived
+    else:
+        end = budget.End.RECEIVED
+    return budget.charge(
+        res.reserved, usage=meter.usage, prompt_tokens=prompt, received=meter.tokens,
+        max_tokens=res.max_tokens, choices=plan.params.choice_count, end=end, elapsed=elapsed,
+    )  # fmt: skip
+
+
 async def _settle(
     res: ledger.Reservation, meter: Meter, plan: Plan, fields: dict[str, Any], elapsed: float
 ) -> None:
-    prompt, completion = meter.bill()
-    if meter.usage is None and not plan.params.stream and not fields["error_code"]:
-        # A whole JSON answer that says nothing of its usage: charged as a job's is.
-        completion = budget.unmetered(0, res.max_tokens, plan.params.choice_count)[1]
-    if meter.usage is None and not plan.exact:
+    prompt = meter.prompt_tokens
+    if budget.reported(meter.usage) is None and not plan.exact:
         # No usage from the backend (a cut, a client gone): count the prompt exactly
         # rather than charge its byte bound.
         counted = await _count(plan.target, plan.params)
         prompt = sum(counted) if counted is not None else prompt
-    if fields["error_code"] == "client_closed" and meter.usage is None and not plan.params.stream:
-        # A non-streaming answer never arrived: charge the prompt and what the backend
-        # can have generated meanwhile (at the configured decode rate), no more.
-        per_choice = min(res.max_tokens, math.ceil(elapsed * settings.WEFT_API_DECODE_RATE))
-        completion = per_choice * plan.params.choice_count
-    await ledger.settle(res, prompt, completion, **fields)
+    used = _charge(res, meter, plan, fields["error_code"], elapsed, prompt)
+    await ledger.settle(res, used.prompt_tokens, used.completion_tokens, **fields)
 
 
 def model_card(m: Any) -> dict[str, Any]:

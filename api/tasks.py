@@ -3,9 +3,10 @@ completions.tasks.run_generation)."""
 
 from celery import shared_task
 
-from api import ledger
+from completions import lifecycle
 
 
 @shared_task(ignore_result=True)
 def release_stale_api_reservations() -> int:
-    return ledger.release_stale()
+    # The door's release sweep; the API's lease check is registered by api.ledger.
+    return lifecycle.release_lost_requests()

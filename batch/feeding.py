@@ -26,14 +26,14 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F, OuterRef, Subquery
+from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from batch.models import Batch, BatchItem
 from batch.uploads import Prompt, UploadError
-from completions import lifecycle, pipeline
-from completions.budget import BudgetRefused, usage_summary
+from completions import budget, lifecycle, pipeline, scheduler
+from completions.budget import BudgetRefused
 from completions.client import count_tokens, get_model, prompt_token_bound
 from completions.errors import BackendError, clean_text
 from completions.models import Generation
@@ -45,9 +45,9 @@ from core.tokens import logprob_stats
 log = logging.getLogger(__name__)
 KIND = "workbench"  # the Workbench opens a batch row like any of its runs
 FEED_TASK = "batch.tasks.feed_batches"
-FEED_LOCK = 0x62617463  # pg advisory lock: one feeder at a time ("batc")
 COUNT_CHUNK, COUNT_THREADS = 250, 4
 ItemState = BatchItem.State
+Lane = Generation.Lane
 
 
 def group_name(batch_id: int) -> str:
@@ -131,21 +131,26 @@ def _count(model_id: str, texts: list[str]) -> list[int] | None:
 
 
 def check_budget(user: Any, body: dict[str, Any], counts: list[int]) -> None:
-    """Refuse, don't clamp: the whole batch's worst case against what is left."""
+    """Refuse, don't clamp: the whole batch's worst case against what is left, checked
+    under the budget's lock by the ledger's own rule (completions.budget.admit). Nothing
+    is held: each prompt reserves its own as it is fed (and the batch pauses if other
+    runs spent the budget meanwhile)."""
     n = body.get("n") or 1
-    max_tokens = body["max_tokens"]
-    asked = sum(counts) + len(counts) * n * max_tokens
-    left = usage_summary(user)["remaining"]
-    if asked <= left:
-        return
-    per_prompt = (left - sum(counts)) // (len(counts) * n)
-    fit, spent = 0, 0
-    for count in counts:
-        spent += count + n * max_tokens
-        if spent > left:
-            break
-        fit += 1
-    raise BatchRefused(asked, left, len(counts), max(0, min(per_prompt, MAX_OUTPUT_WORK // n)), fit)
+    try:
+        with transaction.atomic():
+            budget.admit(
+                user, prompt_tokens=sum(counts), choices=len(counts) * n,
+                max_tokens=body["max_tokens"],
+            )  # fmt: skip
+    except BudgetRefused as refusal:
+        fit, spent = 0, 0
+        for count in counts:
+            spent += count + n * body["max_tokens"]
+            if spent > refusal.left:
+                break
+            fit += 1
+        per_prompt = max(0, min(refusal.fit, MAX_OUTPUT_WORK // n))
+        raise BatchRefused(refusal.asked, refusal.left, len(counts), per_prompt, fit) from None
 
 
 def create(
@@ -187,8 +192,8 @@ def request_feed() -> None:
 # Two ways a prompt starts. A finished prompt hands its slot straight to the next
 # pending one, in the same transaction that records it (net zero in flight, so the
 # bound holds without a global lock, and the slot is never idle waiting for one).
-# feed() fills slots from scratch under a Postgres advisory lock (counting what is in
-# flight): when a batch starts, resumes or retries, and from beat's sweep.
+# feed() fills slots from scratch under the scheduler's admission lock (counting what is
+# in flight): when a batch starts, resumes or retries, and from beat's sweep.
 
 
 def feed() -> int:
@@ -198,8 +203,7 @@ def feed() -> int:
     started = 0
     while True:
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [FEED_LOCK])
+            scheduler.admission_lock("batch")
             in_flight = BatchItem.objects.filter(state=ItemState.ACTIVE).count()
             if in_flight >= settings.WEFT_BATCH_CONCURRENCY or not _start_next():
                 break
@@ -208,19 +212,20 @@ def feed() -> int:
 
 
 def _start_next(exclude_batch: int | None = None) -> bool:
-    """Start the next pending prompt, owners in turn (the user fed longest ago first,
-    so a user with many batches gets no more slots than a user with one), then that
-    user's batch fed longest ago. Pending rows are taken with SKIP LOCKED: two starters
-    never take the same prompt, and neither waits for the other."""
+    """Start the next pending prompt: owners in the scheduler's turn order
+    (completions.scheduler.owners_in_turn: the fewest runs in flight on the batch lane,
+    then served longest ago — so a user with many batches gets no more slots than a
+    user with one), then that user's batch fed longest ago. Pending rows are taken with
+    SKIP LOCKED: two starters never take the same prompt, and neither waits for the
+    other."""
     running = Batch.objects.filter(state=Batch.State.RUNNING)
-    owner_fed = (
-        running.filter(owner=OuterRef("owner"))
-        .order_by(F("fed_at").desc(nulls_last=True))
-        .values("fed_at")[:1]
-    )
-    batches = running.select_related("owner").annotate(owner_fed=Subquery(owner_fed))
-    order = (F("owner_fed").asc(nulls_first=True), F("fed_at").asc(nulls_first=True), "pk")
-    for batch in batches.order_by(*order)[:50]:
+    owners = list(running.order_by().values_list("owner_id", flat=True).distinct())
+    rank = {owner: i for i, owner in enumerate(scheduler.owners_in_turn(Lane.BATCH, owners))}
+    batches = sorted(
+        running.select_related("owner").order_by(F("fed_at").asc(nulls_first=True), "pk")[:200],
+        key=lambda b: rank.get(b.owner_id, len(rank)),
+    )  # stable: inside an owner, its batch fed longest ago first
+    for batch in batches[:50]:
         item = (
             batch.items.select_for_update(skip_locked=True)
             .filter(state=ItemState.PENDING)

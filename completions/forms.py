@@ -20,6 +20,7 @@ from typing import Any
 
 from django import forms
 
+from completions import pipeline
 from completions.client import get_model
 from completions.errors import BackendError
 from completions.schema import (
@@ -215,6 +216,7 @@ class ParamsForm(forms.Form):
         self.base = dict(base or {})
         self.model_info = model_info
         self.info: ModelInfo | None = None
+        self.checked: tuple[CompletionParams, ModelInfo] | None = None
         if not with_prompt:
             del self.fields["prompt"]
         for name in names:
@@ -248,7 +250,9 @@ class ParamsForm(forms.Form):
         if self.model_info is not None:
             self.info = self.model_info(body.get("model", ""))
         try:
-            validate_params(body, model=self.info)
+            checked = validate_params(body, model=self.info)
+            if self.info is not None:  # checked against its model: the door takes it as is
+                self.checked = (checked, self.info)
         except ParamsInvalid as exc:
             for error in exc.errors:
                 field = error.field.split(".")[0]
@@ -265,6 +269,8 @@ class ParamsForm(forms.Form):
         body = self._body()
         if "prompt" not in self.fields:
             body.pop("prompt", None)
+        elif self.checked is not None and not self.errors:
+            return pipeline.Checked(body, *self.checked)
         return body
 
     def error_list(self) -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
-from completions import budget, scheduler
+from completions import budget, registry, scheduler
 from completions.models import (
     JOB_CONTENT_TTL,
     JOB_METADATA_TTL,
@@ -45,22 +45,16 @@ def enqueue(generation: Generation) -> None:
 # --- finishing, once ----------------------------------------------------------------
 
 
-def _actual_usage(row: Generation) -> tuple[int, int]:
-    """What to charge: the backend's usage when it reported one; otherwise the prompt
-    plus the tokens we received; nothing at all when nothing was produced."""
+def _charge(row: Generation) -> budget.Charge:
+    """A run is charged the backend's usage when it reported one; otherwise the prompt
+    plus the tokens received; nothing at all when nothing was produced. (A job's
+    executor stores the usage it worked out by the same rule.)"""
     usage = row.usage if isinstance(row.usage, dict) else {}
-    prompt, completion = count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))
-    if usage and not usage.get("estimated") and prompt is not None and completion is not None:
-        return prompt, completion
-    if not completion:
-        return 0, 0
-    return row.prompt_tokens, completion
-
-
-def count(value: Any) -> int | None:
-    """A token count as the backend reported it, if it is one (a bool, a string or
-    2**80 is not: such usage is ignored and the run charged by what was counted)."""
-    return value if type(value) is int and 0 <= value <= 2**31 else None
+    received = budget.count(usage.get("completion_tokens")) or 0
+    return budget.charge(
+        row.reserved_tokens, usage=usage, prompt_tokens=row.prompt_tokens, received=received,
+        prompt_alone=False,
+    )  # fmt: skip
 
 
 def finish(
@@ -88,10 +82,10 @@ def finish(
         if row.kind == Kind.JOB:  # the next expiry step: its content, or (gone) its row
             row.expires_at = now + (JOB_METADATA_TTL if state == State.EXPIRED else JOB_CONTENT_TTL)
         if row.settled_at is None and row.budget_month is not None:
-            prompt, completion = _actual_usage(row)
+            used = _charge(row)
             row.charged_tokens = budget.settle(
-                row.owner_id, row.budget_month, row.reserved_tokens, prompt, completion,
-                key_id=row.key_id,
+                row.owner_id, row.budget_month, row.reserved_tokens, used.prompt_tokens,
+                used.completion_tokens, key_id=row.key_id,
             )  # fmt: skip
             row.reserved_tokens = 0
             row.settled_at = now
@@ -205,6 +199,28 @@ def recover_stale() -> dict[str, int]:
         if outcome:
             counts[outcome] += 1
     return counts
+
+
+# --- a /v1 request whose web process died ------------------------------------------------
+
+
+def release_lost_requests() -> int:
+    """Give back the reservations of /v1 requests whose web process died before
+    settling. A request in flight holds a lease (api.limits) that it renews; a row still
+    unsettled well past a lease's life, whose lease is gone (the check registered with
+    completions.registry), has no process left to settle it. What it generated is
+    unknown, so nothing is charged now; but a lease can also be lost while its request
+    runs on (Redis restarted, a long stall), so the row is marked released, and a settle
+    that arrives later still charges what was used. Returns how many."""
+    grace = timedelta(seconds=2 * settings.WEFT_API_LEASE_SECONDS + 5)
+    candidates = budget.unsettled_requests(timezone.now() - grace)
+    if not candidates:
+        return 0
+    alive = registry.leases_alive([(row.key_id, row.request_id) for row in candidates])
+    released = sum(budget.release_request(row) for row in candidates if row.request_id not in alive)
+    if released:
+        log.warning("api: released %d reservations of requests whose process died", released)
+    return released
 
 
 # --- a message that may be lost ----------------------------------------------------------

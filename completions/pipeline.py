@@ -49,7 +49,9 @@ from completions.models import Generation, empty_choice
 from completions.schema import (
     CompletionParams,
     FieldError,
+    ModelInfo,
     ParamsInvalid,
+    StreamOptions,
     default_max_tokens,
     validate_params,
 )
@@ -87,6 +89,60 @@ def with_db_retry[T](action: Callable[[], T], what: str, patience: float) -> T:
             time.sleep(0.5)
 
 
+# --- planning: the pieces every caller composes (this prepare, the /v1 proxy's plan) ----
+
+
+def needs_count(params: CompletionParams) -> bool:
+    """Whether a plan needs the prompt's exact count: the injected max_tokens depends on
+    it, and so does prompt_logprobs=-1's length rule."""
+    return params.max_tokens is None or params.prompt_logprobs == -1
+
+
+def with_counts(
+    data: dict, model: ModelInfo, params: CompletionParams, counted: list[int] | None
+) -> tuple[CompletionParams, list[int], bool]:
+    """The params and the prompt counts to plan with: `counted` (exact, from the
+    backend or the caller) re-checked against prompt_logprobs=-1's length rule, which a
+    text prompt's count decides; else never-too-low bounds. Returns (params, counts,
+    exact). Raises ParamsInvalid."""
+    texts = not all(isinstance(p, list) for p in params.prompts)
+    if counted is not None and texts and params.prompt_logprobs == -1:
+        params = validate_params(data, model=model, prompt_tokens=counted)
+    if counted is None:
+        return params, [prompt_token_bound(p) for p in params.prompts], not texts
+    return params, counted, True
+
+
+def max_tokens_for(
+    params: CompletionParams, model: ModelInfo, counts: list[int]
+) -> tuple[int, str]:
+    """max_tokens as asked ("client"), or the wrapper's injected default ("default")."""
+    if params.max_tokens is not None:
+        return params.max_tokens, "client"
+    return default_max_tokens(model.max_model_len, max(counts)), "default"
+
+
+class Checked(dict):
+    """A request body its form already validated against `model` (completions.forms):
+    prepare() takes its params as they are instead of validating it again — while the
+    body is still the one that was checked."""
+
+    def __init__(self, body: dict, params: CompletionParams, model: ModelInfo) -> None:
+        super().__init__(body)
+        self.params = params
+        self.model = model
+
+    def valid_params(self, model: ModelInfo) -> CompletionParams | None:
+        body = {k: v for k, v in self.items() if v is not None}
+        if model != self.model or self.params.to_body() != body:
+            return None
+        return self.params.model_copy(update={"model": model.id})
+
+    def with_changes(self, **changes: Any) -> Checked:
+        """The same body with fields of ours set (values valid by construction)."""
+        return Checked({**self, **changes}, self.params.model_copy(update=changes), self.model)
+
+
 def prepare(
     data: dict, *, stream: bool, prompt_tokens: list[int] | None = None
 ) -> tuple[CompletionParams, int]:
@@ -95,7 +151,10 @@ def prepare(
     sending it explicitly means the backend never picks a larger one than we reserved).
     Returns the params and the prompt token count (exact, or a never-too-low bound).
     `prompt_tokens`: counts the caller already has (a batch counted at upload), one per
-    prompt, exact or never too low; then the backend is not asked again."""
+    prompt, exact or never too low; then the backend is not asked again. Validated once
+    (a Checked body not at all), again only for what a pinned value or the prompt's
+    count can change."""
+    checked = data if isinstance(data, Checked) else None
     data = dict(data)
     try:
         model = get_model(data.get("model") if isinstance(data.get("model"), str) else None)
@@ -103,27 +162,32 @@ def prepare(
         raise ParamsInvalid([FieldError("model_not_found", "model", exc.message)]) from None
     if data.get("model") is None:
         data["model"] = model.id
-    params = validate_params(data, model=model)
-    counts = prompt_tokens if prompt_tokens is not None else count_tokens(model.id, params.prompt)
-    if counts is not None and params.prompt_logprobs == -1:
-        params = validate_params(data, model=model, prompt_tokens=counts)
-    if counts is None:
-        counts = [prompt_token_bound(p) for p in params.prompts]
-    if params.max_tokens is None:
-        params = params.with_changes(
-            max_tokens=default_max_tokens(model.max_model_len, max(counts))
-        )
+    params = checked.valid_params(model) if checked is not None else None
+    if params is None:
+        params = validate_params(data, model=model)
+    counted = prompt_tokens if prompt_tokens is not None else count_tokens(model.id, params.prompt)
+    params, counts, _ = with_counts(data, model, params, counted)
+    max_tokens, source = max_tokens_for(params, model, counts)
+    body = params.to_body()
+    body["max_tokens"] = max_tokens
     if stream:
-        options = {
-            **(params.stream_options.model_dump(exclude_none=True) if params.stream_options else {})
-        }
-        options["include_usage"] = True
-        params = params.with_changes(stream=True, stream_options=options)
+        body["stream"] = True
+        body["stream_options"] = {**body.get("stream_options", {}), "include_usage": True}
     else:
-        body = params.to_body()
         body.pop("stream_options", None)
         body["stream"] = False
-        params = CompletionParams.model_validate(body)
+    if source == "default" or (stream and params.prompt_logprobs not in (None, 0)):
+        # A value of ours under the rules of the rest, or a stream the rules refuse.
+        params = validate_params(body, model=model)
+    else:  # only transport fields changed, to values valid by construction
+        options = body.get("stream_options")
+        params = params.model_copy(
+            update={
+                "max_tokens": max_tokens,
+                "stream": body["stream"],
+                "stream_options": StreamOptions(**options) if options else None,
+            }
+        )
     return params, sum(counts)
 
 
@@ -137,11 +201,17 @@ def new_seed() -> int:
 
 
 def _reserve_and_create(
-    user: Any, params: CompletionParams, prompt_tokens: int, *, state: str, **fields: Any
+    user: Any,
+    params: CompletionParams,
+    prompt_tokens: int,
+    *,
+    state: str,
+    hold: str | None = None,
+    **fields: Any,
 ) -> Generation:
     asked = prompt_tokens + params.worst_case_output
     month = budget.reserve(
-        user, asked, prompt_tokens=prompt_tokens, choice_count=params.choice_count
+        user, asked, prompt_tokens=prompt_tokens, choice_count=params.choice_count, hold=hold
     )
     lane = scheduler.lane_for(fields["kind"], fields.get("workload", "interactive"))
     return Generation.objects.create(
@@ -169,12 +239,15 @@ def start(
     record_refusal: bool = False,
     draw_seed: bool = True,
     prompt_tokens: list[int] | None = None,
+    hold: str | None = None,
 ) -> Generation:
     """Validate, reserve and enqueue a page's run. Without a seed the door draws one
     (`draw_seed`), sends it and records it in the generation's params, so the same
-    request again reproduces the run exactly (a Re-run, a node's recorded seed)."""
+    request again reproduces the run exactly (a Re-run, a node's recorded seed).
+    `hold`: the reservation is drawn from that hold (completions.budget.admit)."""
     if draw_seed and data.get("seed") is None:
-        data = {**data, "seed": new_seed()}
+        seed = new_seed()
+        data = data.with_changes(seed=seed) if isinstance(data, Checked) else {**data, "seed": seed}
     params, prompt_count = prepare(data, stream=stream, prompt_tokens=prompt_tokens)
     try:
         with transaction.atomic():
@@ -186,6 +259,7 @@ def start(
                 kind=kind,
                 target=target,
                 workload=workload,
+                hold=hold,
             )
             transaction.on_commit(lambda: enqueue(generation))
     except budget.BudgetRefused as refusal:

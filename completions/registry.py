@@ -13,7 +13,11 @@ must end the run with completions.lifecycle.finish under that token.
 History (the workbench app) keeps a saved run of any kind: register_history(save) is
 how it takes one (the page apps never import each other), and
 register_saved_result(kind, context) what a kind's stored result adds to its History
-entry's page (Inspect's token table)."""
+entry's page (Inspect's token table).
+
+register_lease_check(check) tells the door's release sweep which /v1 requests still
+have a live process (the API's leases in Redis): `check([(key_id, request_id), ...])`
+returns the request ids still held; without one, every request counts as held."""
 
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +36,19 @@ HistorySaver = Callable[..., Any]
 SavedResult = Callable[[dict[str, Any]], dict[str, Any]]
 _HISTORY: list[HistorySaver] = []
 _SAVED_RESULTS: dict[str, SavedResult] = {}
+
+LeaseCheck = Callable[[list[tuple[int, str]]], set[str]]
+_LEASE_CHECK: list[LeaseCheck] = []
+
+
+def register_lease_check(check: LeaseCheck) -> None:
+    _LEASE_CHECK[:] = [check]
+
+
+def leases_alive(requests: list[tuple[int, str]]) -> set[str]:
+    if not _LEASE_CHECK:  # nothing can tell a dead process from a live one: keep them
+        return {request_id for _, request_id in requests}
+    return _LEASE_CHECK[0](requests)
 
 
 def register_watchers(kind: str, may_watch: Watchers) -> None:

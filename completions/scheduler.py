@@ -125,3 +125,38 @@ def claim_next(queue: str, run_token: str) -> Generation | None:
             row.updated_at = now
             row.save(update_fields=["state", "run_token", "attempts", "started_at", "updated_at"])
             return row
+
+
+# --- admission of bulk work fed a little at a time (Batch) ----------------------------------
+
+# Owners in the order the bulk lanes serve them, for a feeder choosing whose work to
+# queue next: the fewest runs queued or running on the queue first, then the one whose
+# latest run there was made longest ago — the claim's rule (owners take turns), read
+# before the runs exist.
+OWNER_TURNS = """
+SELECT o.owner_id FROM unnest(%(owners)s::bigint[]) AS o(owner_id)
+ORDER BY
+    (SELECT count(*) FROM completions_generation g WHERE g.queue = %(queue)s
+        AND g.owner_id = o.owner_id AND g.state IN ('queued', 'running')),
+    (SELECT max(g.created_at) FROM completions_generation g WHERE g.queue = %(queue)s
+        AND g.owner_id = o.owner_id) NULLS FIRST,
+    o.owner_id
+"""
+
+
+def owners_in_turn(lane: str, owners: list[int]) -> list[int]:
+    """`owners` (who have work to feed into `lane`) in the order their turns come."""
+    if len(owners) < 2:
+        return list(owners)
+    with connection.cursor() as cursor:
+        cursor.execute(OWNER_TURNS, {"owners": owners, "queue": queue_for(lane)})
+        return [row[0] for row in cursor.fetchall()]
+
+
+def admission_lock(name: str) -> None:
+    """One feeder of `name` at a time, until the caller's transaction ends (a bound on
+    what is in flight is then exact)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("admission_lock() must run inside transaction.atomic()")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"weft:admit:{name}"])

@@ -4,10 +4,13 @@ logprob), as bulk work.
 
 Before anything is sent the whole expansion's worst case — every request's prompt
 (memory and author's note included) and max_tokens × n, over every level, as if no
-child were left out — is checked against what is left of the month's budget, and the
-expansion is refused whole if it does not fit (as a Batch is). Each node's generation
-is then one of the door's own: `pipeline.start(..., kind="loom", workload="batch")`
-(streamed, so a cancel stops it mid-way),
+child were left out — is reserved at once under the budget's lock, as a hold
+(completions.budget.admit): the expansion is reserved whole or refused whole, however
+many a user starts at once, and its requests draw on the hold, so a later level never
+meets a budget spent meanwhile. What is left of the hold is released when it ends
+(done, stopped, cancelled or deleted). Each node's generation is one of the door's
+own: `pipeline.start(..., kind="loom", workload="batch", hold=...)` (streamed, so a
+cancel stops it mid-way),
 which sends it to the bulk workers' pool, where owners take turns. When one ends (the
 door's generation_finished signal, in the worker) its children are attached and the
 next level's generations start, in one transaction. Everything it adds is one undo
@@ -22,10 +25,12 @@ from typing import Any, NamedTuple
 from django.db import transaction
 from django.db.models import F
 from django.db.models.expressions import RawSQL
+from django.db.models.signals import pre_delete
+from django.dispatch import receiver
 from django.utils import timezone
 
-from completions import lifecycle, pipeline
-from completions.budget import BudgetRefused, usage_summary
+from completions import budget, lifecycle, pipeline
+from completions.budget import BudgetRefused
 from completions.client import count_tokens, prompt_token_bound
 from completions.errors import BackendError
 from completions.models import Generation
@@ -121,10 +126,19 @@ def start(user: Any, tree: Tree, node: Node, form: Any, *, depth: int, breadth: 
             f"{depth} levels of {breadth} could make {worst.nodes:,} nodes; an expansion "
             f"makes at most {MAX_NODES:,}."
         )
-    left = usage_summary(user)["remaining"]
-    if worst.tokens > left:
-        fits = _what_fits(prompt_tokens, depth, breadth, max_tokens, left)
-        raise ExpansionRefused(_refusal(worst, left, depth, breadth, fits))
+    try:
+        expansion = _admit(user, tree, node, depth, breadth, keep, body, context, worst, first)
+    except BudgetRefused as refusal:
+        fits = _what_fits(prompt_tokens, depth, breadth, max_tokens, refusal.left)
+        raise ExpansionRefused(_refusal(worst, refusal.left, depth, breadth, fits)) from None
+    log.info("expansion %s: %s x %s started", expansion.pk, depth, breadth)
+    return expansion
+
+
+def _admit(user: Any, tree: Tree, node: Node, depth: int, breadth: int, keep: int | None,
+           body: dict, context: Context, worst: WorstCase, first: dict) -> Expansion:  # fmt: skip
+    """The expansion, its worst case held and its first request sent — or, when the
+    hold does not fit, none of it (BudgetRefused)."""
     with transaction.atomic():
         Node.objects.select_for_update().filter(pk=node.pk).first()
         if any(lifecycle.check_alive(g).state in Generation.ACTIVE for g in gen.running_for(node)):
@@ -138,9 +152,14 @@ def start(user: Any, tree: Tree, node: Node, form: Any, *, depth: int, breadth: 
             body={k: v for k, v in body.items() if k != "prompt"}, context=context.record(),
             worst_case_tokens=worst.tokens, undo_entry=entry,
         )  # fmt: skip
+        budget.admit(user, prompt_tokens=worst.tokens, choices=1, max_tokens=0,
+                     hold=hold_name(expansion.pk))  # fmt: skip
         _send(user, expansion, node, first, level=0)
-    log.info("expansion %s: %s x %s started", expansion.pk, depth, breadth)
     return expansion
+
+
+def hold_name(expansion_id: int) -> str:
+    return f"expansion:{expansion_id}"
 
 
 def _no_model():
@@ -156,7 +175,9 @@ def _send(user: Any, expansion: Expansion, node: Node, body: dict, *, level: int
     if not expansion.context:
         target.pop("context", None)
     # Streamed although nobody watches: a cancel then stops a request mid-way.
-    pipeline.start(user, body, kind=gen.KIND, target=target, workload="batch")
+    pipeline.start(
+        user, body, kind=gen.KIND, target=target, workload="batch", hold=hold_name(expansion.pk)
+    )
     Expansion.objects.filter(pk=expansion.pk).update(started=F("started") + 1)
 
 
@@ -252,10 +273,19 @@ def _count(expansion: Expansion, **by: int) -> None:
 
 
 def _stop(expansion: Expansion, state: str, message: str) -> None:
+    """End a running expansion; nothing more is sent, so what is left of its hold is
+    released (its generations in flight keep their own reservations)."""
     Expansion.objects.filter(pk=expansion.pk, state=Expansion.State.RUNNING).update(
         state=state, message=message[:2000], finished_at=timezone.now()
     )
+    budget.close_hold(hold_name(expansion.pk))
     expansion.refresh_from_db()
+
+
+@receiver(pre_delete, sender=Expansion, dispatch_uid="loom.expansion.close_hold")
+def _close_hold_on_delete(sender: Any, instance: Expansion, **kwargs: Any) -> None:
+    # Deleted with its tree (or by the admin) while it ran: its hold goes with it.
+    budget.close_hold(hold_name(instance.pk))
 
 
 def cancel(expansion: Expansion) -> int:

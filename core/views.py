@@ -75,3 +75,14 @@ def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:
         response["HX-Reswap"] = "none"
         return response
     return render(request, "403.html", {"exception": message}, status=403)
+
+
+@login_not_required
+def locked_out(request: HttpRequest, response=None, credentials=None) -> HttpResponse:
+    """django-axes' lockout answer (AXES_LOCKOUT_CALLABLE): the styled page, 429."""
+    from django.conf import settings
+    from django.shortcuts import render
+
+    minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+    context = {"failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": minutes}
+    return render(request, "registration/locked_out.html", context, status=429)

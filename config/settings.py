@@ -6,6 +6,7 @@ import os
 from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from config import lanes
 from config.env import (
@@ -69,6 +70,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "core.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -333,6 +335,29 @@ SECURE_REDIRECT_EXEMPT = [r"^health(/ready)?$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+
+# Content-Security-Policy on every page (Django's own, SECURE_CSP; nginx sends the same
+# on its own error pages: deploy/nginx/weft.conf). Scripts only from Weft's own files:
+# no inline script, no eval (htmx's eval-based features, `js:` values and trigger
+# filters, are not used); the one inline handler left, the Loom's delete confirmation,
+# is allowed by its hash. Styles: Weft's files, plus inline style attributes (a chart's
+# height, a progress bar's width, htmx's indicator style) — a style cannot run code.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [
+        CSP.SELF,
+        CSP.UNSAFE_HASHES,
+        "'sha256-AuUK7fTb2JIUvl9WkI6JXPmXwakarOFgTENu3quyodI='",  # loom/trees.html onsubmit
+    ],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],  # the pages' own fetches and WebSockets
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 # Logs carry ids, states and counts — never prompt or completion text. JSON lines on
 # demand (WEFT_LOG_FORMAT=json), each with the request, key, user and run it is about.

@@ -34,8 +34,10 @@ def test_it_runs_every_page_under_the_policy(stack, make_user, page, login):
     page.goto(f"{base}/history/?q=owl")
     page.get_by_role("button", name="Feedback").click()
     expect(page.locator("#feedback-body textarea")).to_be_visible()
-    assert page.locator("#feedback-body input[name=page_url]").input_value().endswith(
-        "/history/?q=owl"
+    assert (
+        page.locator("#feedback-body input[name=page_url]")
+        .input_value()
+        .endswith("/history/?q=owl")
     )
     page.goto(f"{base}/loom/")
     asked: list[str] = []

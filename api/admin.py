@@ -34,7 +34,16 @@ class ApiKeyAdmin(admin.ModelAdmin):
         # `manage.py weft_api_key create`.
         return False
 
-    @admin.action(description="Revoke the selected keys")
+    def has_change_permission(self, request, obj=None) -> bool:
+        # A key's budget is a grant: staff do not raise their own (feedback.grants),
+        # here no more than through a budget request. Revoking stays theirs (the action
+        # asks the model's change permission, obj=None).
+        if obj is not None and obj.user_id == request.user.pk and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    # Revoking changes a key: a staff user who may only view keys may not.
+    @admin.action(description="Revoke the selected keys", permissions=["change"])
     def revoke(self, request, queryset) -> None:
         for key in queryset.active():
             key.revoke()

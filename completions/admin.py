@@ -5,11 +5,27 @@ from django.contrib.auth.admin import UserAdmin
 from completions.models import BudgetMonth, DailyUsage, Generation, TokenBudget
 
 
+def _own_budget(request, user_id: int | None) -> bool:
+    """Staff do not raise their own budget (feedback.grants refuses their own request
+    for the same reason); a superuser runs the site and may."""
+    return user_id is not None and user_id == request.user.pk and not request.user.is_superuser
+
+
 @admin.register(TokenBudget)
 class TokenBudgetAdmin(admin.ModelAdmin):
     list_display = ["user", "monthly_tokens"]
     search_fields = ["user__username"]
     autocomplete_fields = ["user"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        if obj is not None and _own_budget(request, obj.user_id):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if obj is not None and _own_budget(request, obj.user_id):
+            return False
+        return super().has_delete_permission(request, obj)
 
 
 @admin.register(BudgetMonth)
@@ -39,6 +55,22 @@ class TokenBudgetInline(admin.StackedInline):
     max_num = 1
     verbose_name = "monthly token budget override"
     verbose_name_plural = "monthly token budget override (empty: the default from settings)"
+
+    # `obj` is the user whose page this is.
+    def has_add_permission(self, request, obj=None) -> bool:
+        if obj is not None and _own_budget(request, obj.pk):
+            return False
+        return super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        if obj is not None and _own_budget(request, obj.pk):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if obj is not None and _own_budget(request, obj.pk):
+            return False
+        return super().has_delete_permission(request, obj)
 
 
 # The override is edited where an admin looks for a user: on the user's own page.

@@ -3,8 +3,10 @@ an environment variable through config.env's typed readers; README.md has the
 table of variables."""
 
 import os
+from datetime import timedelta
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from config import lanes
 from config.env import (
@@ -54,6 +56,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "channels",
+    "axes",  # login throttling; before core, whose admin.py adds its unlock action
     "core",
     "completions",
     "workbench",
@@ -68,6 +71,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "core.middleware.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -80,7 +84,28 @@ MIDDLEWARE = [
     "loom.live.OriginMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "config.statement_timeout.StatementTimeoutMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes), for the login page and the admin's alike: after
+# WEFT_LOGIN_FAILURE_LIMIT failed logins for one username, or from one address, that
+# username or address is locked out for WEFT_LOGIN_COOLOFF_MINUTES (a 429 with
+# templates/registration/locked_out.html); a success clears its failures. Staff unlock
+# early in the admin (Access attempts → "Unlock") or with `manage.py axes_reset_username`.
+# Attempts are rows in Postgres, so every web process counts the same ones. The address
+# is the client's (uvicorn's --proxy-headers behind nginx, FORWARDED_ALLOW_IPS).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("WEFT_LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("WEFT_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "core.views.locked_out"
+AXES_DISABLE_ACCESS_LOG = True  # successful logins are not a table that grows forever
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
@@ -192,6 +217,12 @@ WEFT_API_LEASE_SECONDS = env_float("WEFT_API_LEASE_SECONDS", 30.0, minimum=1.0)
 WEFT_API_REQUEST_WINDOW_SECONDS = env_float("WEFT_API_REQUEST_WINDOW_SECONDS", 120.0, minimum=1.0)
 WEFT_API_DECODE_RATE = env_float("WEFT_API_DECODE_RATE", 130.0, minimum=0.1)
 WEFT_API_MAX_BODY_BYTES = env_int("WEFT_API_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
+# The child process that parses large /v1 bodies (api/bodies.py): what one body may
+# take. 1 GiB holds the Python objects of the largest body (8 MB of `[[],[],…]` is
+# ~200 MB) several times over; a body costs well under a second of CPU.
+WEFT_API_PARSER_MEMORY_BYTES = env_int("WEFT_API_PARSER_MEMORY_BYTES", 1024**3, minimum=0)
+WEFT_API_PARSER_CPU_SECONDS = env_int("WEFT_API_PARSER_CPU_SECONDS", 5, minimum=1)
+WEFT_API_PARSER_TIMEOUT_SECONDS = env_int("WEFT_API_PARSER_TIMEOUT_SECONDS", 20, minimum=1)
 # A revoked key (or a changed budget) is honoured within this many seconds.
 WEFT_API_KEY_CACHE_SECONDS = env_float("WEFT_API_KEY_CACHE_SECONDS", 5.0)
 # Completion jobs (Prefer: respond-async). GET /v1/harvest/<id>?wait=S accepts S up to
@@ -275,6 +306,10 @@ if STATIC_ROOT:
 # Feedback and budget requests (feedback/): mail is off unless WEFT_NOTIFY_EMAIL names
 # the address staff read; Django's SMTP backend then sends through this server.
 WEFT_NOTIFY_EMAIL = env_str("WEFT_NOTIFY_EMAIL")
+# Each may mail staff: a person sends at most this many a day (UTC), feedback and budget
+# requests counted together — far more than anyone writes by hand, few enough that a
+# script cannot flood the staff's inbox. A person has one budget request pending at once.
+WEFT_FEEDBACK_PER_DAY = env_int("WEFT_FEEDBACK_PER_DAY", 20, minimum=1)
 MAILERS = {
     "default": {
         "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
@@ -301,6 +336,29 @@ SECURE_REDIRECT_EXEMPT = [r"^health(/ready)?$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+
+# Content-Security-Policy on every page (Django's own, SECURE_CSP; nginx sends the same
+# on its own error pages: deploy/nginx/weft.conf). Scripts only from Weft's own files:
+# no inline script, no eval (htmx's eval-based features, `js:` values and trigger
+# filters, are not used); the one inline handler left, the Loom's delete confirmation,
+# is allowed by its hash. Styles: Weft's files, plus inline style attributes (a chart's
+# height, a progress bar's width, htmx's indicator style) — a style cannot run code.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [
+        CSP.SELF,
+        CSP.UNSAFE_HASHES,
+        "'sha256-AuUK7fTb2JIUvl9WkI6JXPmXwakarOFgTENu3quyodI='",  # loom/trees.html onsubmit
+    ],
+    "style-src": [CSP.SELF, CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],  # the pages' own fetches and WebSockets
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 # Logs carry ids, states and counts — never prompt or completion text. JSON lines on
 # demand (WEFT_LOG_FORMAT=json), each with the request, key, user and run it is about.

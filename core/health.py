@@ -3,6 +3,7 @@ waits for)."""
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,3 +65,33 @@ def run_checks() -> dict[str, dict[str, Any]]:
             results[name] = {"ok": True}
         results[name]["ms"] = round((time.monotonic() - started) * 1000, 1)
     return results
+
+
+# Readiness is asked by probes, balancers and (it is public) anyone: one run of the
+# checks answers every caller of this process for a few seconds, and callers who come
+# while it runs wait for it rather than start their own. In process memory, not Redis:
+# the answer is this process's own readiness, and it must not hang on Redis, one of
+# the things it checks. A down answer is kept shorter, so a recovery shows soon.
+UP_SECONDS, DOWN_SECONDS = 3.0, 1.0
+_lock = threading.Lock()
+_last: tuple[tuple[str, ...], float, dict[str, dict[str, Any]]] | None = None
+
+
+def _configuration() -> tuple[str, ...]:
+    """What the checks ask: an answer holds only for the settings it was found under."""
+    db = settings.DATABASES["default"]
+    return (str(db.get("NAME")), str(db.get("HOST")), settings.REDIS_URL,
+            settings.WEFT_BACKEND_URL, repr(getattr(settings, "WEFT_BACKENDS", None)))  # fmt: skip
+
+
+def cached_checks() -> dict[str, dict[str, Any]]:
+    global _last
+    with _lock:
+        now, config = time.monotonic(), _configuration()
+        if _last is not None and _last[0] == config:
+            keep = UP_SECONDS if all(r["ok"] for r in _last[2].values()) else DOWN_SECONDS
+            if now - _last[1] < keep:
+                return _last[2]
+        results = run_checks()
+        _last = (config, time.monotonic(), results)
+        return results

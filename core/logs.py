@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import traceback
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -73,9 +74,41 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None)
             if value is not None:
                 line[name] = value
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+        if record.exc_info and record.exc_info[1] is not None:
+            line["exception"] = frames_only(record.exc_info[1])
         return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def frames_only(exc: BaseException) -> str:
+    """A traceback without what the exceptions say: their types and the frames (file,
+    line, function and the line of code, all the code's own), oldest cause first. An
+    exception's message may hold anything its raiser put there — a database error's
+    holds the failing statement's values and the server's detail, which can be a
+    user's text or a host's name."""
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    link = ""
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append((current, link))
+        if current.__cause__ is not None:
+            current, link = current.__cause__, "The above exception was the direct cause of:"
+        elif current.__context__ is not None and not current.__suppress_context__:
+            current, link = current.__context__, "During handling of the above exception:"
+        else:
+            current = None
+    parts: list[str] = []
+    # Oldest first, as Python prints a chain; the line linking two stands between them.
+    oldest_first = list(reversed(chain))
+    for at, (one, _) in enumerate(oldest_first):
+        if at:
+            parts.append(oldest_first[at - 1][1])
+        parts.append("Traceback (most recent call last):")
+        parts.extend(traceback.format_list(traceback.extract_tb(one.__traceback__)))
+        kind = type(one)
+        parts.append(f"{kind.__module__}.{kind.__qualname__}")
+    return "\n".join(part.rstrip("\n") for part in parts)
 
 
 # Celery tasks whose first argument is the id of the run they work on.

@@ -6,7 +6,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from core import metrics
-from core.health import run_checks
+from core.health import cached_checks
 from core.models import Preferences
 
 
@@ -26,10 +26,14 @@ def health(request: HttpRequest) -> JsonResponse:
 @never_cache
 def ready(request: HttpRequest) -> JsonResponse:
     """Readiness: 503 when Postgres or Redis is down, or every backend (one down
-    leaves the others serving); `down` names what is down."""
-    checks = run_checks()
+    leaves the others serving). What is down, and each check's time, only to whoever
+    may scrape the metrics (this machine, or the metrics token): to anyone else the
+    status is all it says."""
+    checks = cached_checks()
     down = [name for name, result in checks.items() if not result["ok"]]
-    body = {"status": "down" if down else "ok", "down": down, "checks": checks}
+    body: dict = {"status": "down" if down else "ok"}
+    if metrics.may_scrape(request):
+        body |= {"down": down, "checks": checks}
     return JsonResponse(body, status=503 if down else 200)
 
 
@@ -71,3 +75,14 @@ def forbidden(request: HttpRequest, exception: Exception) -> HttpResponse:
         response["HX-Reswap"] = "none"
         return response
     return render(request, "403.html", {"exception": message}, status=403)
+
+
+@login_not_required
+def locked_out(request: HttpRequest, response=None, credentials=None) -> HttpResponse:
+    """django-axes' lockout answer (AXES_LOCKOUT_CALLABLE): the styled page, 429."""
+    from django.conf import settings
+    from django.shortcuts import render
+
+    minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+    context = {"failure_limit": settings.AXES_FAILURE_LIMIT, "minutes": minutes}
+    return render(request, "registration/locked_out.html", context, status=429)

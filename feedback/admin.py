@@ -48,11 +48,23 @@ class BudgetRequestAdmin(admin.ModelAdmin):
         return item.reason[:80] + ("…" if len(item.reason) > 80 else "")
 
     def _decide(self, request, queryset, decide, verb: str) -> None:
-        done = sum(1 for item in queryset if decide(item, request.user))
-        skipped = queryset.count() - done
+        done = own = 0
+        for item in queryset:
+            try:
+                done += decide(item, request.user)
+            except grants.OwnRequest:
+                own += 1
+        skipped = queryset.count() - done - own
         self.message_user(
             request, f"{verb} {done} request{'s' if done != 1 else ''}.", messages.SUCCESS
         )
+        if own:
+            self.message_user(
+                request,
+                f"{own} {'was' if own == 1 else 'were'} your own: another member of staff "
+                "decides those (you can withdraw yours on the Usage page).",
+                messages.ERROR,
+            )
         if skipped:
             self.message_user(
                 request,
@@ -60,10 +72,11 @@ class BudgetRequestAdmin(admin.ModelAdmin):
                 messages.WARNING,
             )
 
-    @admin.action(description="Approve: add each amount to its budget")
+    # Deciding changes a row: a staff user who may only view budget requests may not.
+    @admin.action(description="Approve: add each amount to its budget", permissions=["change"])
     def approve(self, request, queryset) -> None:
         self._decide(request, queryset, grants.approve, "Approved")
 
-    @admin.action(description="Decline the selected requests")
+    @admin.action(description="Decline the selected requests", permissions=["change"])
     def decline(self, request, queryset) -> None:
         self._decide(request, queryset, grants.decline, "Declined")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
@@ -39,9 +40,16 @@ def raise_budget(owner: Any, key: ApiKey | None, amount: int) -> tuple[int, int]
     return before, row.monthly_tokens
 
 
+class OwnRequest(PermissionDenied):
+    """Staff decide other people's requests: approving your own would be raising your
+    own budget (and declining it is withdrawing it, which the Usage page does)."""
+
+
 def _decide(request: BudgetRequest, staff: Any, state: str, reply: str) -> bool:
     with transaction.atomic():
         row = BudgetRequest.objects.select_for_update().get(pk=request.pk)
+        if row.owner_id == staff.pk:
+            raise OwnRequest("staff cannot decide their own budget request")
         if row.state != BudgetRequest.State.PENDING:
             return False
         if state == BudgetRequest.State.APPROVED:
@@ -57,7 +65,9 @@ def _decide(request: BudgetRequest, staff: Any, state: str, reply: str) -> bool:
 
 
 def approve(request: BudgetRequest, staff: Any, reply: str = "") -> bool:
-    """Raise the budget; False when the request was decided already (nothing changes)."""
+    """Raise the budget; False when the request was decided already (nothing changes).
+    Raises OwnRequest when `staff` asked for it: this is the one place approval
+    happens, so the rule holds for the admin and for any caller to come."""
     return _decide(request, staff, BudgetRequest.State.APPROVED, reply)
 
 

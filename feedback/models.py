@@ -7,6 +7,7 @@ the form fills in only the page's address, the time and the latest request id.""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, time
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,31 @@ from django.utils import timezone
 MESSAGE_MAX = 5000
 # More than any budget needs; a bigint column holds it with room to add.
 AMOUNT_MAX = 10**12
+
+
+def _today_utc() -> datetime:
+    return datetime.combine(timezone.now().astimezone(UTC).date(), time.min, tzinfo=UTC)
+
+
+def sent_today(user: Any) -> int:
+    """Feedback and budget requests `user` has sent since midnight UTC: the one count
+    WEFT_FEEDBACK_PER_DAY bounds (each of them can mail staff)."""
+    since = _today_utc()
+    return (
+        Feedback.objects.for_user(user).filter(created_at__gte=since).count()
+        + BudgetRequest.objects.for_user(user).filter(created_at__gte=since).count()
+    )
+
+
+def over_daily_quota(user: Any) -> str | None:
+    """The refusal to show when `user` has sent their day's share, else None."""
+    limit = settings.WEFT_FEEDBACK_PER_DAY
+    if sent_today(user) < limit:
+        return None
+    return (
+        f"You have sent {limit} messages and requests today, the most a day: "
+        "send this one tomorrow (UTC), or reply to one you sent."
+    )
 
 
 class FeedbackQuerySet(models.QuerySet["Feedback"]):
@@ -98,6 +124,15 @@ class BudgetRequest(models.Model):
     class Meta:
         ordering = ["-created_at", "-pk"]
         indexes = [models.Index(fields=["state", "created_at"])]
+        # One request waits at a time per person (for the pages or one of their keys):
+        # the view says so politely, this holds when two posts race past that check.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner"],
+                condition=models.Q(state="pending"),
+                name="one_pending_budget_request_per_owner",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.amount:,} more tokens for {self.target} ({self.state})"

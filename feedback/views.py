@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -19,7 +19,7 @@ from completions.models import Generation
 from core.shortcuts import HtmxRequest, int_or_404
 from feedback import grants, notify
 from feedback.forms import BudgetRequestForm, FeedbackForm
-from feedback.models import BudgetRequest, Feedback
+from feedback.models import BudgetRequest, Feedback, over_daily_quota
 
 FORM = "feedback/form.html"
 KEYS_LOOKED_AT = 20  # the latest API request is looked for among this many of the user's keys
@@ -59,6 +59,9 @@ def feedback_new(request: HtmxRequest) -> HttpResponse:
     if request.method == "GET":
         return render(request, fragment, {"form": FeedbackForm(initial=_prefill(request))})
     form = FeedbackForm(request.POST)
+    refusal = over_daily_quota(request.user)
+    if refusal:
+        form.add_error(None, refusal)
     if not form.is_valid():
         # htmx swaps 2xx only: the dialog gets its form back with the errors.
         return render(request, fragment, {"form": form}, status=200 if request.htmx else 400)
@@ -101,6 +104,12 @@ def _suggested(data: Any) -> int | None:
         return None
 
 
+_ONE_PENDING = (
+    "You have a request waiting already (for {target}): staff answer it on the Usage "
+    "page. One waits at a time; withdraw that one to ask for something else."
+)
+
+
 @require_http_methods(["GET", "POST"])
 def budget_request(request: HtmxRequest) -> HttpResponse:
     """Ask for more tokens a month: ?key=<id> for one of your API keys, else your pages'
@@ -108,7 +117,8 @@ def budget_request(request: HtmxRequest) -> HttpResponse:
     data = request.POST if request.method == "POST" else request.GET
     key = _own_key(request, data)
     current = key.budget_tokens() if key is not None else monthly_budget(request.user)
-    pending = BudgetRequest.objects.for_user(request.user).pending().filter(key=key).first()
+    # One waits at a time per person, whichever budget it names (a constraint too).
+    pending = BudgetRequest.objects.for_user(request.user).pending().first()
     context: dict[str, Any] = {"key": key, "current": current, "pending": pending}
     if request.method == "GET":
         context["form"] = BudgetRequestForm(initial={"amount": _suggested(data)})
@@ -118,14 +128,20 @@ def budget_request(request: HtmxRequest) -> HttpResponse:
     if key is not None and key.is_revoked:
         form.add_error(None, "This key is revoked: make a new key instead.")
     elif pending is not None:
-        form.add_error(None, "You have asked for this budget already; the answer is on the "
-                             "Usage page (withdraw that request to ask again).")  # fmt: skip
+        form.add_error(None, _ONE_PENDING.format(target=pending.target))
+    elif refusal := over_daily_quota(request.user):
+        form.add_error(None, refusal)
     if not form.is_valid():
         return render(request, "feedback/budget_request.html", context, status=400)
     item = form.save(commit=False)
     item.owner = request.user
     item.key = key
-    item.save()
+    try:
+        with transaction.atomic():
+            item.save()
+    except IntegrityError:  # another post of theirs got there first
+        form.add_error(None, _ONE_PENDING.format(target="another budget"))
+        return render(request, "feedback/budget_request.html", context, status=400)
     transaction.on_commit(lambda: notify.new_budget_request(item))
     messages.success(
         request, f"Asked for {item.amount:,} more tokens a month for {item.target}: "

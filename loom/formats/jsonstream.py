@@ -8,7 +8,7 @@ hold U+0000), a float that overflows, an integer too long to be a number
 anyone meant — and a number the parser itself cannot build (past Python's
 4,300-digit limit, or an exponent Decimal cannot hold). A refused number names
 its field (the key it is under, or its list's). yajl itself refuses NaN and
-Infinity."""
+Infinity (said as such: Python's own json would have read them)."""
 
 from __future__ import annotations
 
@@ -281,7 +281,7 @@ _SENTENCES = (
     (
         "invalid char",
         "The file is not valid JSON: it holds a character JSON does not allow there "
-        "(single quotes, NaN, a stray letter or symbol).",
+        "(single quotes, a stray letter or symbol).",
     ),
     (
         "invalid object key",
@@ -300,7 +300,28 @@ _SENTENCES = (
 )
 
 
+NON_FINITE = (
+    "The file is not valid JSON: it holds Infinity or NaN, which JSON has no way to "
+    "write (the program that wrote the file let a number overflow or go undefined). "
+    "Replace each with null or a number, and import again."
+)
+_NON_FINITE = re.compile(r"-?(?:Infinity|NaN)\b")
+
+
+def _non_finite(exc: Exception) -> bool:
+    """Whether yajl stopped at Infinity or NaN: its message shows the text around the
+    error and, on the line below, a caret one character past where it stopped."""
+    lines = str(exc).splitlines()
+    for text, pointer in zip(lines[1:], lines[2:], strict=False):
+        at = pointer.find("^")
+        if at > 0 and _NON_FINITE.match(text, at - 1):
+            return True
+    return False
+
+
 def _describe(exc: Exception) -> str:
+    if _non_finite(exc):
+        return NON_FINITE
     line = _first_line(exc)
     for words, sentence in _SENTENCES:
         if words in line:

@@ -8,8 +8,6 @@ import websockets
 
 # The body is plain text, or token chips (core/tokens.py) when the run has logprobs.
 _BODY = r'((?:<span class="tok[^>]*>[^<]*</span>)+|[^<]*)</span>'
-TOKEN = re.compile(r'<span hx-swap-oob="beforeend:#gen-\d+-choice-(\d+)">' + _BODY, re.S)
-SNAPSHOT = re.compile(r'<span hx-swap-oob="innerHTML:#gen-\d+-choice-(\d+)">' + _BODY, re.S)
 CHIP = re.compile(r'<span class="tok[^>]*>([^<]*)</span>')
 FRAGMENT = re.compile(
     r'<span hx-swap-oob="(innerHTML|beforeend):#gen-\d+-choice-(\d+)">' + _BODY, re.S
@@ -24,7 +22,8 @@ def pieces(body: str) -> list[str]:
 
 
 class Watcher:
-    """Collects tokens per choice as they arrive; `final` is set by the terminal fragment."""
+    """Collects tokens per choice as they arrive — `tokens`: the appends since the last
+    replace, `snapshot`: that replace; `final` is set by the terminal fragment."""
 
     def __init__(self) -> None:
         self.tokens: dict[int, list[str]] = {}
@@ -34,10 +33,16 @@ class Watcher:
 
     def feed(self, message: str) -> None:
         self.messages.append(message)
-        for index, body in SNAPSHOT.findall(message):
-            self.snapshot[int(index)] = "".join(pieces(body))
-        for index, body in TOKEN.findall(message):
-            self.tokens.setdefault(int(index), []).extend(pieces(body))
+        # In order, as the page applies them: a replace (a checkpoint the consumer sends
+        # on joining, or to mend a hole) stands for everything before it; the appends
+        # after it follow it. (Read apart, the appends from before a mend were counted
+        # again after it: the fault test's "repeated tokens".)
+        for swap, index, body in FRAGMENT.findall(message):
+            if swap == "innerHTML":
+                self.snapshot[int(index)] = "".join(pieces(body))
+                self.tokens[int(index)] = []
+            else:
+                self.tokens.setdefault(int(index), []).extend(pieces(body))
         if "-final" in message:
             self.final = True
 

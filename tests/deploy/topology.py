@@ -316,6 +316,13 @@ def render_site(web_ports: list[int], http_port: int, https_port: int, folder: P
     text = text.replace("server_name weft.example.org;", "server_name 127.0.0.1;")
     text = re.sub(r"ssl_certificate\s+\S+;", f"ssl_certificate {folder / 'cert.pem'};", text)
     text = re.sub(r"ssl_certificate_key\s+\S+;", f"ssl_certificate_key {folder / 'key.pem'};", text)
+    # The site's blocks have add_header lines of their own, so nginx does not inherit
+    # the test's from http{}: it goes beside each block's.
+    text = text.replace(
+        "add_header Content-Security-Policy $weft_csp always;\n",
+        "add_header Content-Security-Policy $weft_csp always;\n"
+        "    add_header X-Test-Upstream $upstream_addr always;\n",
+    )
     return text
 
 

@@ -68,10 +68,11 @@ def test_it_adds_to_an_existing_override_and_to_a_keys_budget(client, make_user,
     user = make_user()
     TokenBudget.objects.create(user=user, monthly_tokens=700)
     key, _ = ApiKey.objects.create_key(user, "k")
-    pages = BudgetRequest.objects.create(owner=user, amount=300, reason="a")
-    for_key = BudgetRequest.objects.create(owner=user, key=key, amount=500, reason="b")
     client.force_login(make_user(is_staff=True, is_superuser=True))
-    assert "Approved 2 requests." in _act(client, "approve", pages, for_key)
+    pages = BudgetRequest.objects.create(owner=user, amount=300, reason="a")
+    assert "Approved 1 request." in _act(client, "approve", pages)
+    for_key = BudgetRequest.objects.create(owner=user, key=key, amount=500, reason="b")
+    assert "Approved 1 request." in _act(client, "approve", for_key)
     assert TokenBudget.objects.get(user=user).monthly_tokens == 1000
     key.refresh_from_db()
     assert key.monthly_budget == 2500 and key.budget_tokens() == 2500

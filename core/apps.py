@@ -9,8 +9,9 @@ class CoreConfig(AppConfig):
         from celery.signals import task_prerun, worker_ready
 
         from completions.signals import generation_finished
-        from core import checks, logs, metrics  # noqa: F401 - checks registers itself
+        from core import checks, consumers, logs, metrics  # noqa: F401 - checks registers itself
 
+        consumers.connect_signals()
         generation_finished.connect(metrics.run_finished, dispatch_uid="weft-metrics-runs")
         worker_ready.connect(metrics.start_worker_heartbeat, dispatch_uid="weft-heartbeat")
         task_prerun.connect(

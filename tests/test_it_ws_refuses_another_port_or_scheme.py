@@ -23,7 +23,7 @@ def test_it_accepts_only_the_exact_origin(stack, make_user, session_cookie):
             async with websockets.connect(ws_url, additional_headers=headers):
                 return 101
         except websockets.InvalidStatus as refused:
-            return refused.value.response.status_code
+            return refused.response.status_code
 
     async def scenario():
         return [

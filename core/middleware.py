@@ -145,6 +145,53 @@ class RequestBodyLimitMiddleware:
         await self.app(scope, counted_receive, guarded_send)
 
 
+# Seconds a client is asked to wait while the database or Redis is away: the launcher
+# starts a stopped one again within a second or two (launch/supervisor.py).
+UNAVAILABLE_RETRY_AFTER = 5
+
+
+def dependency_down(exc: BaseException | None) -> bool:
+    """Whether `exc` (or what caused it) says the database or Redis cannot be reached:
+    a moment's outage, answered 503 with Retry-After rather than as a bug."""
+    from django.db import InterfaceError, OperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(
+            exc, OperationalError | InterfaceError | RedisConnectionError | RedisTimeoutError
+        ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def unavailable_page() -> HttpResponse:
+    """The layout's "back in a moment" page, 503: rendered without a request (nothing
+    may read the session, which lives in the database that is away)."""
+    from django.template import loader
+
+    html = loader.get_template("503.html").render({"retry_after": UNAVAILABLE_RETRY_AFTER})
+    response = HttpResponse(html, status=503)
+    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
+    return response
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: Django calls it for any exception a view or middleware raised, the
+    exception still being handled — the session and login middleware read the
+    database before any view, so only here does every page's outage become a 503."""
+    import sys
+
+    from django.views.defaults import server_error as plain_server_error
+
+    if dependency_down(sys.exc_info()[1]):
+        return unavailable_page()
+    return plain_server_error(request)
+
+
 def same_origin(scope: Scope) -> bool:
     """Whether a WebSocket handshake comes from one of this site's own pages: its Origin
     is exactly the scheme, host and port it was sent to (the host one of ALLOWED_HOSTS),

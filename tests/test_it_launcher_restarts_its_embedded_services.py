@@ -56,9 +56,9 @@ def new_key(http: httpx.Client) -> str:
     return SECRET.search(made.text).group(0)
 
 
-def through_an_outage(kill, page, api) -> tuple[list, list]:
-    """Kill, then ask the page and /v1 until both answered 503 and then both answered
-    normally again; every status seen, in order."""
+def through_an_outage(kill, page, api, usual: int) -> tuple[list, list]:
+    """Kill, then ask the page and /v1 until /v1 answered 503 and then both answered
+    as usual again (the page 200, /v1 `usual`); every answer, in order."""
     pages, apis = [], []
     kill()
     deadline = time.monotonic() + 90
@@ -69,11 +69,12 @@ def through_an_outage(kill, page, api) -> tuple[list, list]:
             except httpx.TransportError:
                 seen.append(None)
         down = any(r is not None and r.status_code == 503 for r in apis)
-        if down and apis[-1] is not None and apis[-1].status_code == 200:
+        if down and apis[-1] is not None and apis[-1].status_code == usual:
             if pages[-1] is not None and pages[-1].status_code == 200:
                 return pages, apis
         time.sleep(0.05)
-    raise AssertionError(f"no recovery: {[getattr(r, 'status_code', r) for r in apis][-20:]}")
+    shown = [getattr(r, "status_code", r) for r in apis]
+    raise AssertionError(f"no 503 then recovery: {shown[:10]} … {shown[-10:]}")
 
 
 @pytest.mark.slow
@@ -95,17 +96,25 @@ def test_it_restarts_postgres_and_redis_and_answers_503_meanwhile(launch_env):  
         def api():
             return httpx.get(f"{base}/v1/models", headers=bearer, timeout=10)
 
+        def api_db():
+            # An unknown key is looked up in the database every time (a known one is
+            # cached in the process for a while): 401, or 503 while the database is away.
+            wrong = {"Authorization": f"Bearer {key[:-4]}xxxx"}
+            return httpx.get(f"{base}/v1/models", headers=wrong, timeout=10)
+
         assert page().status_code == 200 and api().status_code == 200
+        assert api_db().status_code == 401
 
         # Postgres: a clean fast shutdown (exit code 0), as an operator's pg_ctl stop.
         pages, apis = through_an_outage(
-            lambda: os.kill(postgres_pid(data), signal.SIGINT), page, api
+            lambda: os.kill(postgres_pid(data), signal.SIGINT), page, api_db, 401
         )
         wait_until(lambda: weft.find("postgres exited"), 10, "the launcher's word")
         assert weft.find(r"postgres exited with code 0; started it again \(1 time since"), (
             weft.lines
         )
-        down_page = next(r for r in pages if r is not None and r.status_code == 503)
+        down_page = next((r for r in pages if r is not None and r.status_code == 503), None)
+        assert down_page is not None, [getattr(r, "status_code", r) for r in pages]
         assert "Back in a moment" in down_page.text and 'class="card error-page"' in down_page.text
         assert down_page.headers["Retry-After"].isdigit()
         down_api = next(r for r in apis if r is not None and r.status_code == 503)
@@ -116,7 +125,9 @@ def test_it_restarts_postgres_and_redis_and_answers_503_meanwhile(launch_env):  
         assert 500 not in statuses, statuses
 
         # Redis: a crash.
-        pages, apis = through_an_outage(lambda: os.kill(redis_pid(data), signal.SIGKILL), page, api)
+        pages, apis = through_an_outage(
+            lambda: os.kill(redis_pid(data), signal.SIGKILL), page, api, 200
+        )
         wait_until(lambda: weft.find("redis exited"), 10, "the launcher's word")
         assert weft.find(r"redis exited with code -9; started it again \(1 time since"), weft.lines
         down_api = next(r for r in apis if r is not None and r.status_code == 503)

@@ -86,7 +86,8 @@ class TreeConsumer(OwnerConsumer):
         announcing = getattr(self, "announcing", None)
         if announcing is not None:
             announcing.cancel()
-        if getattr(self, "joined", None) and getattr(self, "node", None) is not None:
+        # Also after the socket was ended (revoked, signed out): its entry goes now.
+        if getattr(self, "node", None) is not None:
             try:
                 await presence_redis().hdel(live.presence_key(self.tree_id), self.channel_name)
                 await self._announce(None)

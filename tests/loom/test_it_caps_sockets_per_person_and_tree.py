@@ -107,3 +107,43 @@ def test_it_caps_the_sockets_on_one_tree(settings, make_user, make_tree):
     told, closed, hello = asyncio.run(scenario())
     assert "on this tree" in told["message"] and closed["code"] == LIMIT_CLOSE
     assert hello["role"] == "owner"
+
+
+def test_it_counts_generation_sockets_against_the_persons_cap(settings, make_user, make_tree):
+    from channels.routing import URLRouter
+    from channels.testing import WebsocketCommunicator
+
+    from completions.models import Generation
+    from config.routing import websocket_urlpatterns
+
+    settings.WEFT_WS_PER_USER = 1
+    ann, ben = make_user(), make_user()
+    tree = make_tree(ann)
+    share(tree, ben, "viewer")
+    run = Generation.objects.create(
+        owner=ann, kind="loom", params={}, state="running", target={"tree": tree.pk}
+    )
+
+    def watch(user):
+        ws = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/generations/{run.pk}/")
+        ws.scope["user"] = user
+        return ws
+
+    async def scenario():
+        page = tree_socket(ann, tree.pk)
+        assert (await page.connect())[0]
+        second = watch(ann)
+        assert (await second.connect())[0]
+        told = await second.receive_from(timeout=5)
+        closed = await second.receive_output(timeout=5)
+        theirs = watch(ben)
+        assert (await theirs.connect())[0]
+        streaming = await theirs.receive_from(timeout=5)
+        await theirs.disconnect()
+        await page.disconnect()
+        return told, closed, streaming
+
+    told, closed, streaming = asyncio.run(scenario())
+    assert f'id="gen-{run.pk}-state"' in told and "too many pages open" in told
+    assert 'role="alert"' in told and closed["code"] == LIMIT_CLOSE
+    assert f'id="gen-{run.pk}-state"' in streaming and "too many" not in streaming

@@ -9,8 +9,9 @@ import asyncio
 from urllib.parse import parse_qsl
 
 from api.errors import ApiError
-from api.http import ClientGone, Request, log_bug, shown
+from api.http import ClientGone, Request, log, log_bug, shown
 from core import logs, metrics
+from core.middleware import UNAVAILABLE_RETRY_AFTER, dependency_down
 
 
 def _is_v1(path: str) -> bool:
@@ -83,6 +84,19 @@ class V1Router:
             code = "client_closed"
             raise
         except Exception as exc:
+            if dependency_down(exc):
+                # The database or Redis away a moment (restarting): retryable, not a bug.
+                code = "service_unavailable"
+                log.warning("api %s %s: %s unavailable (request %s)", req.method, req.path,
+                            type(exc).__name__, req.id)  # fmt: skip
+                await req.error(
+                    ApiError(
+                        "service_unavailable",
+                        f"Weft's database or Redis is unavailable; retry shortly (request {req.id})",
+                        retry_after=UNAVAILABLE_RETRY_AFTER,
+                    )
+                )
+                return
             code = "internal_error"
             log_bug(req, exc)
             await req.error(ApiError("internal_error", f"internal error; quote {req.id}"))

@@ -109,6 +109,13 @@ ERRORS: dict[str, ErrorSpec] = {
         retry_after=True,
         upstream=True,
     ),
+    "service_unavailable": ErrorSpec(
+        503,
+        SERVER,
+        "Weft's own database or Redis is unavailable for a moment (restarting); retry after "
+        "Retry-After.",
+        retry_after=True,
+    ),
     "upstream_deadline": ErrorSpec(
         504,
         SERVER,

@@ -108,7 +108,8 @@ HEADERS: dict[str, dict[str, Any]] = {
     },
 }
 
-_AUTH = ["missing_api_key", "invalid_api_key"]
+# Every operation reads its key from the database: it can find the database away.
+_AUTH = ["missing_api_key", "invalid_api_key", "service_unavailable"]
 _LIMITS = ["queue_full", "rate_limited"]
 _UPSTREAM = ["upstream_error", "upstream_unavailable"]
 HARVEST = "/v1/harvest/{id}"

@@ -1,5 +1,7 @@
 """ws/generations/<id>/: streams one generation's tokens to its owner as htmx
-out-of-band fragments (see docs/architecture.md)."""
+out-of-band fragments (see docs/architecture.md). Whoever else may watch it (a Loom
+tree's members) is checked again whenever an access.changed reaches its group: a
+watcher who lost access is told and the socket closes mid-stream."""
 
 import asyncio
 import logging
@@ -8,6 +10,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError
+from django.utils.html import format_html
 
 from completions import lifecycle
 from completions.models import Generation
@@ -29,6 +32,7 @@ log = logging.getLogger(__name__)
 # How often a socket whose page shows a hole re-reads the checkpoint, which the worker
 # writes at least every WEFT_CHECKPOINT_INTERVAL_SECONDS while the text grows.
 MEND_POLL_SECONDS = 0.2
+LOST_CLOSE = 4403  # not one the ws extension reconnects on
 
 
 def mend_patience() -> float:
@@ -48,6 +52,30 @@ class GenerationConsumer(OwnerConsumer):
             self.user, generation
         )
         return [group_name(self.generation_id)] if allowed else []
+
+    async def notice(self, message: str) -> None:
+        """In the run's state badge, where the page shows how the run is doing."""
+        await self.send(
+            text_data=format_html(
+                '<span id="gen-{}-state" class="gen-state state-closed" hx-swap-oob="true" '
+                'role="alert">{}</span>',
+                self.generation_id,
+                message,
+            )
+        )
+
+    async def access_changed(self, event: dict) -> None:
+        """Someone's access to what this run grows changed (loom.live.access_changed)."""
+        if getattr(self, "ended", False) or event.get("user_id") not in (None, self.user.pk):
+            return
+        generation = await database_sync_to_async(
+            Generation.objects.filter(pk=self.generation_id).first
+        )()
+        allowed = generation is not None and await database_sync_to_async(may_watch)(
+            self.user, generation
+        )
+        if not allowed:
+            await self.end("You no longer have access to this run.", LOST_CLOSE)
 
     async def on_accepted(self) -> None:
         # The socket is in the group already: what it receives from now on may overlap
@@ -75,6 +103,8 @@ class GenerationConsumer(OwnerConsumer):
         return lifecycle.check_alive(Generation.objects.get(pk=self.generation_id))
 
     async def gen_tokens(self, event: dict) -> None:
+        if getattr(self, "ended", False):
+            return
         items: list[list[Any]] = []
         for item in event["items"]:
             part = self.coverage.take(item)
@@ -146,6 +176,8 @@ class GenerationConsumer(OwnerConsumer):
         return parts
 
     async def gen_state(self, event: dict) -> None:
+        if getattr(self, "ended", False):
+            return
         html = state_fragment(
             self.generation_id,
             event["state"],

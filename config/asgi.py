@@ -9,11 +9,10 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from api.asgi import V1Router  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
-from core.middleware import RequestBodyLimitMiddleware  # noqa: E402
+from core.middleware import RequestBodyLimitMiddleware, WebSocketOriginMiddleware  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -21,7 +20,8 @@ application = ProtocolTypeRouter(
         # The rest: the cap before Django, which reads (and spools to disk) a whole body
         # before any view.
         "http": V1Router(RequestBodyLimitMiddleware(django_asgi_app)),
-        "websocket": AllowedHostsOriginValidator(
+        # Only this site's own pages (scheme, host and port: core.middleware.same_origin).
+        "websocket": WebSocketOriginMiddleware(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }

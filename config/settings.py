@@ -276,6 +276,17 @@ WEFT_IMPORT_PATHS = ["/loom/import/", "/batch/new/"]
 # Django's own check on form fields (files excluded) agrees with the body limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = WEFT_MAX_REQUEST_BYTES
 
+# WebSockets per person, counted in Redis across every web process (core/consumers.py):
+# a page holds one for the layout, a tree page one more plus one per live generation.
+# A socket's lease lasts WEFT_WS_LEASE_SECONDS and is renewed every third of it, so a
+# web process that dies frees its sockets' places within one lease.
+WEFT_WS_PER_USER = env_int("WEFT_WS_PER_USER", 64, minimum=1)
+WEFT_WS_PER_USER_TREE = env_int("WEFT_WS_PER_USER_TREE", 8, minimum=1)
+WEFT_WS_PER_TREE = env_int("WEFT_WS_PER_TREE", 64, minimum=1)
+WEFT_WS_LEASE_SECONDS = env_float("WEFT_WS_LEASE_SECONDS", 30.0, minimum=1.0)
+# A page's node switches reach the tree's other pages at most this often (coalesced).
+WEFT_PRESENCE_INTERVAL_SECONDS = env_float("WEFT_PRESENCE_INTERVAL_SECONDS", 0.25, minimum=0.0)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},

@@ -24,3 +24,5 @@ urlpatterns = [
 ]
 
 handler403 = core_views.forbidden
+# The database or Redis away: the "back in a moment" page (503), else the 500 page.
+handler500 = "core.middleware.server_error"

@@ -145,6 +145,103 @@ class RequestBodyLimitMiddleware:
         await self.app(scope, counted_receive, guarded_send)
 
 
+# Seconds a client is asked to wait while the database or Redis is away: the launcher
+# starts a stopped one again within a second or two (launch/supervisor.py).
+UNAVAILABLE_RETRY_AFTER = 5
+
+
+def dependency_down(exc: BaseException | None) -> bool:
+    """Whether `exc` (or what caused it) says the database or Redis cannot be reached:
+    a moment's outage, answered 503 with Retry-After rather than as a bug."""
+    from django.db import InterfaceError, OperationalError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(
+            exc, OperationalError | InterfaceError | RedisConnectionError | RedisTimeoutError
+        ):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def unavailable_page() -> HttpResponse:
+    """The layout's "back in a moment" page, 503: rendered without a request (nothing
+    may read the session, which lives in the database that is away)."""
+    from django.template import loader
+
+    html = loader.get_template("503.html").render({"retry_after": UNAVAILABLE_RETRY_AFTER})
+    response = HttpResponse(html, status=503)
+    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
+    return response
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: Django calls it for any exception a view or middleware raised, the
+    exception still being handled — the session and login middleware read the
+    database before any view, so only here does every page's outage become a 503."""
+    import sys
+
+    from django.views.defaults import server_error as plain_server_error
+
+    if dependency_down(sys.exc_info()[1]):
+        return unavailable_page()
+    return plain_server_error(request)
+
+
+def same_origin(scope: Scope) -> bool:
+    """Whether a WebSocket handshake comes from one of this site's own pages: its Origin
+    is exactly the scheme, host and port it was sent to (the host one of ALLOWED_HOSTS),
+    or one of CSRF_TRUSTED_ORIGINS — the rule Django's CSRF check applies to a form
+    post. A browser always sends Origin on a WebSocket; a handshake without one is no
+    page's."""
+    from urllib.parse import urlsplit
+
+    from django.http.request import split_domain_port, validate_host
+    from django.middleware.csrf import CsrfViewMiddleware
+    from django.utils.http import is_same_domain
+
+    headers = {name: value for name, value in scope.get("headers") or []}
+    origin = headers.get(b"origin", b"").decode("latin-1").lower()
+    host = headers.get(b"host", b"").decode("latin-1").lower()
+    if not origin or origin == "null":
+        return False
+    trusted = CsrfViewMiddleware(lambda request: HttpResponse())
+    if origin in trusted.allowed_origins_exact:
+        return True
+    parsed = urlsplit(origin)
+    if any(
+        is_same_domain(parsed.netloc, pattern)
+        for pattern in trusted.allowed_origin_subdomains.get(parsed.scheme, [])
+    ):
+        return True
+    domain, _port = split_domain_port(host)
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        return False
+    scheme = "https" if scope.get("scheme") in ("wss", "https") else "http"
+    return origin == f"{scheme}://{host}"
+
+
+class WebSocketOriginMiddleware:
+    """Refuses (HTTP 403) a WebSocket handshake that is not from this site (same_origin).
+    Channels' AllowedHostsOriginValidator compares only the host name, so a page on the
+    same host under another port or scheme (another program's) got a signed-in socket."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and not same_origin(scope):
+            from channels.security.websocket import WebsocketDenier
+
+            await WebsocketDenier()(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class RequestIdMiddleware:
     """Every page's answer carries X-Request-Id, as every /v1 answer does (the seed:
     "X-Request-Id … which is on every response"; /v1 sets its own in api/http.py): the

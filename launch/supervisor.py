@@ -17,12 +17,20 @@ Output = int | IO[Any] | None
 
 
 class Supervisor:
-    def __init__(self, runtime_: Runtime | None = None) -> None:
+    """`restart_delay`: how long after its exit a child is started again (systemd's
+    RestartSec; `make run` waits 1 s as the units do): a database that has just died
+    may still hold its files for a moment, and starting it again at once would spend
+    the policy's burst on starts that fail."""
+
+    def __init__(self, runtime_: Runtime | None = None, *, restart_delay: float = 0.0) -> None:
         self.children: list[tuple[str, subprocess.Popen, int]] = []
         self.runtime = runtime_ or runtime()
         self.restartable: dict[str, dict] = {}
         self.policies: dict[str, Restart] = {}
         self.restarts: dict[str, list[float]] = {}
+        self.restart_delay = restart_delay
+        self.exited_at: dict[int, float] = {}  # by pid: when revive() first saw it gone
+        self.restarted: dict[str, int] = {}  # how often each child was started again
 
     def start(
         self,
@@ -34,14 +42,23 @@ class Supervisor:
         stdout: Output = None,
         stderr: Output = None,
         restart: bool | Restart | None = False,
+        before: Callable[[], None] | None = None,
     ) -> subprocess.Popen:
         """Start one child; `restart` (True: the default policy) starts it again when
-        it exits, on `revive()`."""
+        it exits, on `revive()`. `before` runs before every start (a stale pid file
+        to clear)."""
         if restart:
             self.restartable[name] = dict(
-                args=args, env_vars=env_vars, stop_signal=stop_signal, stdout=stdout, stderr=stderr
+                args=args,
+                env_vars=env_vars,
+                stop_signal=stop_signal,
+                stdout=stdout,
+                stderr=stderr,
+                before=before,
             )
             self.policies[name] = restart if isinstance(restart, Restart) else Restart()
+        if before is not None:
+            before()
         rt = self.runtime
         proc = subprocess.Popen(
             rt.command(args),
@@ -79,24 +96,63 @@ class Supervisor:
 
     def revive(self) -> list[str]:
         """Start again the restartable children that exited — a Celery worker exits
-        when its broker goes away at the wrong moment (kombu 5.7 on a Redis restart) —
-        unless one keeps exiting (its policy's burst within its interval). Returns the
-        names started again."""
+        when its broker goes away at the wrong moment (kombu 5.7 on a Redis restart),
+        an embedded Postgres or Redis when it is stopped or crashes — `restart_delay`
+        after their exit, unless one keeps exiting (its policy's burst within its
+        interval: `down()` then names it). Returns the names started again."""
         revived = []
         for entry in list(self.children):
             name, proc, _ = entry
             if proc.poll() is None or name not in self.restartable:
                 continue
-            policy = self.policies[name]
             now = time.monotonic()
-            recent = [t for t in self.restarts.get(name, []) if now - t < policy.interval]
-            if len(recent) >= policy.burst:
+            if now - self.exited_at.setdefault(proc.pid, now) < self.restart_delay:
                 continue
-            self.restarts[name] = [*recent, now]
+            if self._spent(name, now):
+                continue
+            self.restarts[name] = [*self._recent(name, now), now]
+            self.restarted[name] = self.restarted.get(name, 0) + 1
             self.children.remove(entry)
-            self.start(name, **self.restartable[name], restart=policy)
+            self.exited_at.pop(proc.pid, None)
+            try:
+                self.start(name, **self.restartable[name], restart=self.policies[name])
+            except (OSError, LaunchError):  # counted: the next revive tries again
+                self.children.append(entry)
+                continue
             revived.append(name)
         return revived
+
+    def _recent(self, name: str, now: float) -> list[float]:
+        return [t for t in self.restarts.get(name, []) if now - t < self.policies[name].interval]
+
+    def _spent(self, name: str, now: float) -> bool:
+        return len(self._recent(name, now)) >= self.policies[name].burst
+
+    def exit_code(self, name: str) -> int | None:
+        """The code of `name`'s last exit (None: it runs, or was never started)."""
+        for child, proc, _ in self.children:
+            if child == name:
+                return proc.poll()
+        return None
+
+    def down(self) -> str | None:
+        """Why a child that exited stays down — it has no restart policy, or it exited
+        its policy's burst of times within its interval — or None while every child
+        runs or is about to be started again."""
+        now = time.monotonic()
+        for name, proc, _ in self.children:
+            code = proc.poll()
+            if code is None:
+                continue
+            if name not in self.restartable:
+                return f"{name} exited with code {code}"
+            if self._spent(name, now):
+                policy = self.policies[name]
+                return (
+                    f"{name} keeps exiting: started again {policy.burst} times within "
+                    f"{policy.interval:.0f} s, and it exited again with code {code}"
+                )
+        return None
 
     def stop(self, name: str, timeout: float = 5.0) -> None:
         """Stop one child by name (its stop signal, then SIGKILL) and forget it."""

@@ -1,7 +1,8 @@
 """A tree's open pages, live: every page of a tree joins the tree's Channels group
 (loom/consumers.py), and every change to the tree publishes one small event there
 once its transaction commits — which nodes it touched, who made it and from which
-page, so that page ignores its own echo and the others re-read only the fragments
+page (the page's id stays on the server: each socket is told whether an event is its
+own), so that page ignores its own echo and the others re-read only the fragments
 that show those nodes (static/weft/loomlive.js). Events carry ids and a username,
 never node text: the pages fetch the fragments, which escape it server-side.
 
@@ -115,9 +116,22 @@ def publish(tree_id: int, event: str, ids: Iterable[int] = (), **data: Any) -> N
 
 
 def access_changed(tree_id: int, user_id: int | None) -> None:
-    """Sockets of `user_id` (None: everyone's) on the tree re-check their role."""
+    """Sockets of `user_id` (None: everyone's) on the tree re-check their role: the
+    tree's, and those watching a generation the tree grows (its text is the tree's)."""
     message = {"type": "access.changed", "user_id": user_id}
-    transaction.on_commit(lambda: publish_soon(group(tree_id), message))
+
+    def tell() -> None:
+        from completions.models import Generation
+        from completions.streaming import group_name
+
+        publish_soon(group(tree_id), message)
+        running = Generation.objects.filter(kind="loom", target__tree=tree_id).exclude(
+            state__in=Generation.TERMINAL
+        )
+        for generation_id in running.values_list("pk", flat=True):
+            publish_soon(group_name(generation_id), message)
+
+    transaction.on_commit(tell)
 
 
 # --- presence ------------------------------------------------------------------------

@@ -99,7 +99,7 @@
   }
   const WHOLE = new Set(["generating", "tags"]);
   function onEvent(msg) {
-    if (msg.client === client) return;  // this page's own change: already shown
+    if (msg.own) return;  // this page's own change (the server knows its id): already shown
     if (window.weftGraph) { window.weftGraph.reload(); return; }
     if (!shows(msg.ids || [])) return;
     if (busy()) { pending = msg; showWaiting(msg.name); return; }
@@ -158,7 +158,7 @@
     shownNode = `${r.dataset.node}:${archived}`;
     ws.send(JSON.stringify({ here: Number(r.dataset.node), client, archived }));
   }
-  function revoked(text) {
+  function revoked(text, keep) {
     live.revoked = true;
     live.people = [];
     drawPresence();
@@ -169,7 +169,7 @@
     bar.replaceChildren(note);
     bar.hidden = false;
     const r = reader();
-    if (r) r.inert = true;  // nothing on it can be sent any more
+    if (r && !keep) r.inert = true;  // nothing on it can be sent any more
   }
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
@@ -184,6 +184,7 @@
       else if (msg.kind === "role") { live.role = msg.role; touched = false; refresh(true); }
       else if (msg.kind === "hello") live.role = msg.role;
       else if (msg.kind === "revoked") revoked(msg.message);
+      else if (msg.kind === "closed") revoked(msg.message, true);  // too many, signed out
     });
     ws.addEventListener("close", () => {
       live.closed = true;

@@ -1,6 +1,7 @@
 """Every change to a tree reaches its open pages as one small event once it commits:
-which nodes it touched, who made it and from which page (so that page ignores its own
-echo) — ids and a username, never the text. A change rolled back tells nobody."""
+which nodes it touched, who made it and whether it came from this page (so that page
+ignores its own echo; the page's id itself is never sent) — ids and a username, never
+the text. A change rolled back tells nobody."""
 
 import asyncio
 
@@ -38,7 +39,8 @@ def test_it_publishes_an_editors_edit_with_who_and_which_page(make_user, make_tr
     response, event = asyncio.run(scenario())
     assert response.status_code == 200
     assert event["event"] == "edit" and child.pk in event["ids"]
-    assert (event["by"], event["name"], event["client"]) == (editor.pk, "bea", "page-b")
+    assert (event["by"], event["name"], event["own"]) == (editor.pk, "bea", False)
+    assert "client" not in event and "page-b" not in str(event)
     assert "secret" not in str(event) and "changed by" not in str(event)
     assert Node.objects.get(pk=child.pk).version == 2
 

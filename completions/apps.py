@@ -16,3 +16,7 @@ class CompletionsConfig(AppConfig):
         health.CHECKS["backend"] = backend_health
         metrics.register_collector(RunsCollector())
         generation_finished.connect(metrics.run_finished, dispatch_uid="weft-metrics-runs")
+        from completions.streaming import publish_soon
+        from core import consumers
+
+        consumers.register_publisher(publish_soon)

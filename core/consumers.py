@@ -254,10 +254,17 @@ def connect_signals() -> None:
     post_delete.connect(announce_deletion, sender=get_user_model(), dispatch_uid="weft-ws-gone")
 
 
-def _publish(group: str, message: dict) -> None:
-    from completions.streaming import publish_soon
+# The door's publisher (completions.streaming.publish_soon: on the process's publisher
+# loop, safe from any thread), set by completions/apps.py: core imports no app.
+_PUBLISHER: list[Any] = []
 
-    publish_soon(group, message)
+
+def register_publisher(publish: Any) -> None:
+    _PUBLISHER[:] = [publish]
+
+
+def _publish(group: str, message: dict) -> None:
+    _PUBLISHER[0](group, message)
 
 
 class PingConsumer(OwnerConsumer):

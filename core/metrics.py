@@ -241,6 +241,18 @@ class RunsCollector(Collector):
         for lane, count in sorted(stale.items()):
             silent.add_metric([lane], count)
         yield silent
+        yield GaugeMetricFamily(
+            "weft_api_stored_result_bytes",
+            "Bytes of API job results stored now (every person's; each is capped at "
+            "WEFT_API_USER_STORED_BYTES).",
+            value=stored_result_bytes(),
+        )
+
+
+def stored_result_bytes() -> int:
+    from completions.models import ResultChunk
+
+    return ResultChunk.objects.stored_bytes()
 
 
 def runs_by_lane() -> tuple[dict[tuple[str, str], int], dict[str, int]]:

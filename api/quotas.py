@@ -1,9 +1,9 @@
 """What one person may keep queued and stored through /v1, whatever number of keys.
 
 Jobs: at most WEFT_API_MAX_JOBS_PER_KEY queued or running per key and
-WEFT_API_USER_MAX_JOBS per person (all the user's keys together), counted under the
-user's and the key's row locks so that two submissions at once cannot both take the
-last place (a key is made under the user's lock too: the same order, user then key).
+WEFT_API_USER_MAX_JOBS per person (all the user's keys together), counted under a
+per-user advisory lock and the key's row lock, so that two submissions at once cannot
+both take the last place.
 
 Stored bytes: the job results a person keeps (ResultChunk rows, counted from the rows
 themselves, so a result half written counts and an expired one — its rows deleted —
@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Min
 from django.utils import timezone
 
@@ -49,6 +49,7 @@ BODY_BYTES = 1024
 # base model's (Llama 3: 128,256).
 DEFAULT_VOCAB_SIZE = 131_072
 NO_EXPIRY_RETRY_AFTER = 60.0
+JOBS_LOCK = 29_001  # the advisory lock space of a person's job count
 
 
 # --- queued jobs -----------------------------------------------------------------------
@@ -68,7 +69,10 @@ def check_jobs(key: ApiKey, *, lock: bool = False) -> None:
     `lock` (inside the transaction that stores the job) the user's row and then the
     key's are locked first, so the counts stay true until it commits."""
     if lock:
-        get_user_model().objects.select_for_update().filter(pk=key.user_id).first()
+        # An advisory lock, not the user's row: the ledger locks rows of its own in
+        # another order, and a row lock here met them in a deadlock under a flood.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [JOBS_LOCK, key.user_id])
         ApiKey.objects.select_for_update().filter(pk=key.pk).first()
     active = Generation.objects.filter(kind=JOB, state__in=Generation.ACTIVE)
     if active.filter(key=key).count() >= settings.WEFT_API_MAX_JOBS_PER_KEY:

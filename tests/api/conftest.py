@@ -324,3 +324,11 @@ def stored_result():
         return job
 
     return make
+
+
+def key_of(client):
+    """The ApiKey behind a person_keys client."""
+    from api.models import ApiKey
+
+    secret = client.headers["authorization"].split()[1]
+    return ApiKey.objects.get(prefix=secret.partition(".")[0])

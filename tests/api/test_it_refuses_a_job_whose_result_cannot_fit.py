@@ -7,16 +7,11 @@ with nothing stored is a 400."""
 import pytest
 
 from api.ledger import usage_summary
-from api.models import ApiKey
-from tests.api.conftest import ASYNC, harvest_until
+from tests.api.conftest import ASYNC, harvest_until, key_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BODY = {"model": "llama-8b", "prompt": "Once", "max_tokens": 4}
-
-
-def key_of(client) -> ApiKey:
-    return ApiKey.objects.get(prefix=client.headers["authorization"].split()[1].partition(".")[0])
 
 
 def test_it_refuses_a_person_at_the_quota_and_takes_another(person_api, person_keys, stored_result):

@@ -7,18 +7,13 @@ import time
 
 import pytest
 
-from api.models import ApiKey
 from api.quotas import stored_bytes
 from completions.models import Generation, ResultChunk
-from tests.api.conftest import ASYNC, harvest_until
+from tests.api.conftest import ASYNC, harvest_until, key_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BODY = {"model": "llama-8b", "prompt": "Once", "max_tokens": 6}
-
-
-def key_of(client) -> ApiKey:
-    return ApiKey.objects.get(prefix=client.headers["authorization"].split()[1].partition(".")[0])
 
 
 def test_it_stops_the_job_and_frees_its_bytes(person_api, person_keys, stored_result):

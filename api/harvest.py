@@ -6,7 +6,8 @@ to the job's Redis channel (the worker publishes when the job ends) and looks at
 row itself only when woken, or every RECHECK_SECONDS in case a message was lost (a Redis
 restart) — its status columns only, never the request or the result. How many
 long-polls wait at once, across every web process, is counted in Redis as leases, and
-one key holds at most WEFT_JOB_MAX_LONGPOLLS_PER_KEY of them; past either a harvest
+one key holds at most WEFT_JOB_MAX_LONGPOLLS_PER_KEY of them, one person (all their keys)
+at most WEFT_JOB_MAX_LONGPOLLS_PER_USER; past any of these a harvest
 answers at once with the job as it is, `X-Acs-Longpoll: declined` and `Retry-After`.
 
 A job's answer is streamed: the job object's opening, then its result read from
@@ -26,7 +27,7 @@ from urllib.parse import parse_qsl
 
 from django.conf import settings
 
-from api import auth, db, jobs, ledger, limits
+from api import auth, db, jobs, ledger, limits, quotas
 from api.errors import ERRORS, ApiError
 from api.http import GZIP_MIN_BYTES, GzipStream, Request
 from api.models import ApiKey
@@ -82,6 +83,9 @@ class JobRequest:
                 param="prompt",
             )
         await db.run(jobs.check_room, key)
+        vocab = quotas.vocab_size_of(plan.target.model)
+        await db.run(quotas.check_stored_room, key, plan.params, plan.prompt_tokens,
+                     plan.applied, vocab)  # fmt: skip
 
     async def submit(self, key: ApiKey, plan: Any, res: ledger.Reservation) -> None:
         """Store and send the job, answer 202. The reservation now belongs to the job
@@ -219,7 +223,7 @@ async def harvest(req: Request) -> None:
 
 
 async def _harvest(req: Request, key: ApiKey) -> None:
-    async with limits.slot_for(key.pk, req.id):
+    async with limits.slot_for(key.pk, req.id, user_id=key.user_id):
         wait = wait_seconds(req)
         job = await _load(key, public_id(req))
     headers: dict[str, str] = {}
@@ -236,7 +240,7 @@ async def cancel(req: Request) -> None:
 
 
 async def _cancel(req: Request, key: ApiKey) -> None:
-    async with limits.slot_for(key.pk, req.id):
+    async with limits.slot_for(key.pk, req.id, user_id=key.user_id):
         job = await _load(key, public_id(req))
         job = await db.run(jobs.cancel, job)
     await send_job(req, 200, job)
@@ -261,20 +265,21 @@ async def _recorded(req: Request, key: ApiKey, work: Any) -> None:
 
 # --- the long-poll -----------------------------------------------------------------------------
 
-# KEYS: the waiting long-polls of every key, then of this key (member: request id,
-# score: lease expiry in ms). ARGV: request id, most waiting, most for one key, lease ms,
-# key ttl ms. A place is taken in both or in neither.
+# KEYS: the waiting long-polls of every key, of this key, of its person (member:
+# request id, score: lease expiry in ms). ARGV: request id, most waiting, most for one
+# key, lease ms, key ttl ms, most for one person. A place is taken in all or in none.
 ENTER = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[1])
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[5]))
-redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[5]))
+local most = {tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])}
+for i = 1, 3 do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+  if redis.call('ZCARD', KEYS[i]) >= most[i] then return 0 end
+end
+for i = 1, 3 do
+  redis.call('ZADD', KEYS[i], now + tonumber(ARGV[4]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[5]))
+end
 return 1
 """
 WAITING_KEY = "weft:jobs:longpolls"
@@ -285,7 +290,11 @@ def _key_waiting(key_id: int) -> str:
     return f"{WAITING_KEY}:key:{key_id}"
 
 
-async def _enter(request_id: str, key_id: int, wait: float) -> bool:
+def _user_waiting(user_id: int) -> str:
+    return f"{WAITING_KEY}:user:{user_id}"
+
+
+async def _enter(request_id: str, key_id: int, wait: float, user_id: int) -> bool:
     client = limits.redis_client()
     lease = int((wait + LEASE_SLACK_SECONDS) * 1000)
     ttl = int((settings.WEFT_JOB_LONGPOLL_MAX_SECONDS + LEASE_SLACK_SECONDS) * 2000)
@@ -296,16 +305,19 @@ async def _enter(request_id: str, key_id: int, wait: float) -> bool:
         settings.WEFT_JOB_MAX_LONGPOLLS_PER_KEY,
         lease,
         ttl,
+        settings.WEFT_JOB_MAX_LONGPOLLS_PER_USER,
     ]
-    return bool(await script(keys=[WAITING_KEY, _key_waiting(key_id)], args=args))
+    places = [WAITING_KEY, _key_waiting(key_id), _user_waiting(user_id)]
+    return bool(await script(keys=places, args=args))
 
 
-async def _leave(request_id: str, key_id: int) -> None:
+async def _leave(request_id: str, key_id: int, user_id: int) -> None:
     try:
         client = limits.redis_client()
         async with client.pipeline(transaction=False) as pipe:
             pipe.zrem(WAITING_KEY, request_id)
             pipe.zrem(_key_waiting(key_id), request_id)
+            pipe.zrem(_user_waiting(user_id), request_id)
             await pipe.execute()
     except Exception as exc:  # the lease runs out on its own
         log.warning("harvest: leaving the long-poll count failed: %s", type(exc).__name__)
@@ -320,7 +332,7 @@ async def long_poll(
     req: Request, key: ApiKey, job: Generation, wait: float
 ) -> tuple[Generation, bool]:
     """Wait up to `wait` seconds for the job to end; (the job now, declined?)."""
-    if not await _enter(req.id, key.pk, wait):
+    if not await _enter(req.id, key.pk, wait, key.user_id):
         return job, True
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
@@ -345,7 +357,7 @@ async def long_poll(
                 await asyncio.shield(pubsub.aclose())
             except Exception as exc:
                 log.warning("harvest: unsubscribe failed: %s", type(exc).__name__)
-        await asyncio.shield(_leave(req.id, key.pk))
+        await asyncio.shield(_leave(req.id, key.pk, key.user_id))
     return job, False
 
 

@@ -34,6 +34,7 @@ from django.conf import settings
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from api import quotas
 from api.errors import ApiError, envelope
 from api.models import JOB_ID_PREFIX, ApiKey, ApiRequest, new_job_id
 from api.upstream import upstream_error, usage_from_tail
@@ -143,20 +144,10 @@ def find_replay(key: ApiKey, idem: str, digest: str) -> Generation | None:
     return job
 
 
-def queue_full(limit: int) -> ApiError:
-    return ApiError(
-        "queue_full",
-        f"this key already has {limit} jobs queued or running; harvest or cancel some first",
-        retry_after=1.0,
-    )
-
-
 def check_room(key: ApiKey) -> None:
-    """Refuse early (nothing reserved yet) when the key's jobs are at their cap; create()
-    checks again under the key's lock."""
-    limit = settings.WEFT_API_MAX_JOBS_PER_KEY
-    if jobs().filter(key=key, state__in=Generation.ACTIVE).count() >= limit:
-        raise queue_full(limit)
+    """Refuse early (nothing reserved yet) when the key's or its person's jobs are at
+    their cap; create() checks again under the locks."""
+    quotas.check_jobs(key)
 
 
 @dataclass
@@ -186,14 +177,16 @@ def create(sub: Submission) -> tuple[Generation, bool]:
     now = timezone.now()
     try:
         with transaction.atomic():
-            # The key's row is the lock that makes the per-key cap exact.
-            ApiKey.objects.select_for_update().filter(pk=sub.key.pk).first()
-            limit = settings.WEFT_API_MAX_JOBS_PER_KEY
-            if jobs().filter(key=sub.key, state__in=Generation.ACTIVE).count() >= limit:
-                raise queue_full(limit)
+            # The user's and key's rows are the locks that make the caps exact.
+            quotas.check_jobs(sub.key, lock=True)
             held = budget.hand_over_request(sub.request_id)  # the job's now: its worker settles it
             if held is None:  # made already, by this call's first try (api.db)
-                return jobs().get(api_request__request_id=sub.request_id), True
+                made = jobs().get(api_request__request_id=sub.request_id)
+                # That try's commit may have landed with its answer lost (the connection
+                # dropped): its on-commit message never went. A second turn is harmless.
+                if made.state == State.QUEUED:
+                    transaction.on_commit(lambda: lifecycle.enqueue(made))
+                return made, True
             job = Generation.objects.create(
                 owner_id=sub.key.user_id,
                 key=sub.key,
@@ -425,7 +418,7 @@ def execute(job: Generation, run_token: str) -> None:
         max(settings.WEFT_CHECKPOINT_INTERVAL_SECONDS, settings.WEFT_GENERATION_STALE_SECONDS / 5),
     )  # fmt: skip
     beat.start()
-    writer = _Writer(job.pk, run_token)
+    writer = _Writer(job.pk, run_token, job.owner_id)
     try:
         outcome = asyncio.run(_run(job, writer, beat.cancelled, beat.lost))
     except Exception as exc:  # a bug must still end the job, not leave it "running"
@@ -465,9 +458,10 @@ class _Writer:
     """Stores the body as it arrives, in ResultChunk pieces, on one thread of its own
     (the ORM is synchronous; its connection is closed with it)."""
 
-    def __init__(self, generation_id: int, run_token: str) -> None:
+    def __init__(self, generation_id: int, run_token: str, owner_id: int) -> None:
         self.generation_id = generation_id
         self.run_token = run_token
+        self.owner_id = owner_id
         self.seq = 0
         self.pool = ThreadPoolExecutor(1, thread_name_prefix=f"job-{generation_id}-body")
 
@@ -484,6 +478,15 @@ class _Writer:
             f"job {self.generation_id}: result chunk",
             FINAL_SAVE_PATIENCE,
         )
+        if quotas.over_quota(self.owner_id):  # with the person's other results
+            raise quotas.StoredBytesExceeded
+
+    async def drop(self) -> None:
+        """Delete what this attempt stored (a job stopped by the quota)."""
+        rows = ResultChunk.objects.filter(
+            generation_id=self.generation_id, run_token=self.run_token
+        )
+        await asyncio.get_running_loop().run_in_executor(self.pool, rows.delete)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -545,11 +548,21 @@ async def _call(job: Generation, writer: _Writer) -> Outcome:
         return await _failed(job, to, upstream_error(exc), served)
     except httpx.HTTPError as exc:
         return await _failed(job, to, upstream_error(passthrough.transport_error(exc)), served)
+    except quotas.StoredBytesExceeded:
+        return await _stopped(job, writer, served)
     if not _is_completion(head):
         error = ApiError("upstream_error", "the backend answered with something not a completion")
         return await _failed(job, to, error, served)
     usage = budget.run_usage(job, usage=usage_from_tail(tail), end=budget.End.ANSWERED)
     return Outcome(State.DONE, usage=usage, served_model=served, result_bytes=size)
+
+
+async def _stopped(job: Generation, writer: _Writer, served: str) -> Outcome:
+    """Its result passed the person's stored-bytes quota: what it stored goes; the
+    backend ran and its usage was never read, so it is charged as an answer without."""
+    await writer.drop()
+    usage = budget.run_usage(job, end=budget.End.ANSWERED)
+    return Outcome(State.FAILED, error=quotas.stopped_error(), usage=usage, served_model=served)
 
 
 async def _store(chunks: AsyncIterator[bytes], writer: _Writer) -> tuple[bytes, bytes, int]:

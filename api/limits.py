@@ -1,8 +1,11 @@
-"""Per-key request limits in Redis, so they hold across every web process.
+"""Per-key and per-person request limits in Redis, so they hold across every web process.
 
 Per key: at most WEFT_API_MAX_ACTIVE requests running, at most WEFT_API_MAX_WAITING more
 waiting their turn in arrival order (beyond: 429 queue_full), at most
-WEFT_API_RATE_PER_MINUTE request starts in any 60 s (beyond: 429 rate_limited).
+WEFT_API_RATE_PER_MINUTE request starts in any 60 s (beyond: 429 rate_limited). Per
+person — every key of one user together — the same three again (WEFT_API_USER_MAX_ACTIVE,
+_MAX_WAITING, _RATE_PER_MINUTE): more keys never buy more of them. Both are decided in
+the one script call of each attempt, so the person's limits add no round trip.
 
 Every slot is a lease with an expiry, not a counter: a running request renews its lease,
 a waiting one renews its place each time it polls, and a process that dies simply stops
@@ -34,82 +37,109 @@ log = logging.getLogger(__name__)
 RATE_WINDOW_MS = 60_000
 Turn = Callable[[], contextlib.AbstractAsyncContextManager[None]]
 
-# KEYS: active, waiting (score = ticket), waiting leases (score = expiry), starts, tickets
-# ARGV: request id, max active, max waiting, lease ms, wait lease ms, rate max, first call
+# KEYS: the key's active, waiting (score = ticket), waiting leases (score = expiry),
+# starts, tickets; then the same five of its person (every key of the user together).
+# ARGV: request id, key's max active, max waiting, lease ms, wait lease ms, rate max,
+# first call, person's max active, max waiting, rate max.
+# A request goes when it is among the first the key has room for AND among the first
+# its person has room for; it waits (and starts counting) in both queues or in neither.
 ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rid = ARGV[1]
-local max_active = tonumber(ARGV[2])
-local max_waiting = tonumber(ARGV[3])
+local max_active = {tonumber(ARGV[2]), tonumber(ARGV[8])}
+local max_waiting = {tonumber(ARGV[3]), tonumber(ARGV[9])}
 local lease = tonumber(ARGV[4])
 local wait_lease = tonumber(ARGV[5])
-local rate_max = tonumber(ARGV[6])
+local rate_max = {tonumber(ARGV[6]), tonumber(ARGV[10])}
+local scope = {'key', 'user'}
 local window = 60000
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-for _, w in ipairs(dead) do
-  redis.call('ZREM', KEYS[2], w)
-  redis.call('ZREM', KEYS[3], w)
+local base = {0, 5}
+for s = 1, 2 do
+  local b = base[s]
+  redis.call('ZREMRANGEBYSCORE', KEYS[b + 1], '-inf', now)
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[b + 3], '-inf', now)
+  for _, w in ipairs(dead) do
+    redis.call('ZREM', KEYS[b + 2], w)
+    redis.call('ZREM', KEYS[b + 3], w)
+  end
 end
 local function keep()
   local ttl = math.max(lease, wait_lease, window) * 2
-  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  for i = 1, 10 do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 if ARGV[7] == '1' then
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - window)
-  if redis.call('ZCARD', KEYS[4]) >= rate_max then
-    local oldest = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
-    return {'rate_limited', tonumber(oldest[2]) + window - now}
+  for s = 1, 2 do
+    local starts = KEYS[base[s] + 4]
+    redis.call('ZREMRANGEBYSCORE', starts, '-inf', now - window)
+    if redis.call('ZCARD', starts) >= rate_max[s] then
+      local oldest = redis.call('ZRANGE', starts, 0, 0, 'WITHSCORES')
+      return {'rate_limited', tonumber(oldest[2]) + window - now, scope[s]}
+    end
   end
   redis.call('ZADD', KEYS[4], now, rid)
+  redis.call('ZADD', KEYS[9], now, rid)
 end
-local active = redis.call('ZCARD', KEYS[1])
-local rank = redis.call('ZRANK', KEYS[2], rid)
-if not rank then
-  local waiting = redis.call('ZCARD', KEYS[2])
-  if active < max_active and waiting == 0 then
-    redis.call('ZADD', KEYS[1], now + lease, rid)
-    keep()
-    return {'go', 0}
+local active = {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[6])}
+local function go()
+  for s = 1, 2 do
+    local b = base[s]
+    redis.call('ZREM', KEYS[b + 2], rid)
+    redis.call('ZREM', KEYS[b + 3], rid)
+    redis.call('ZADD', KEYS[b + 1], now + lease, rid)
   end
-  if waiting >= max_waiting then
-    keep()
-    return {'queue_full', 0}
+  keep()
+  return {'go', 0, ''}
+end
+local rank = {redis.call('ZRANK', KEYS[2], rid), redis.call('ZRANK', KEYS[7], rid)}
+if not rank[1] and not rank[2] then
+  local waiting = {redis.call('ZCARD', KEYS[2]), redis.call('ZCARD', KEYS[7])}
+  if active[1] < max_active[1] and waiting[1] == 0
+      and active[2] < max_active[2] and waiting[2] == 0 then
+    return go()
   end
-  redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[5]), rid)
-  redis.call('ZADD', KEYS[3], now + wait_lease, rid)
-  keep()
-  return {'wait', 0}
+  for s = 1, 2 do
+    if waiting[s] >= max_waiting[s] then
+      keep()
+      return {'queue_full', 0, scope[s]}
+    end
+  end
 end
-if rank < max_active - active then
-  redis.call('ZREM', KEYS[2], rid)
-  redis.call('ZREM', KEYS[3], rid)
-  redis.call('ZADD', KEYS[1], now + lease, rid)
-  keep()
-  return {'go', 0}
+local ready = true
+for s = 1, 2 do
+  local b = base[s]
+  if not rank[s] then  -- (a place lost in one queue only is taken again, at its end)
+    redis.call('ZADD', KEYS[b + 2], redis.call('INCR', KEYS[b + 5]), rid)
+    rank[s] = redis.call('ZCARD', KEYS[b + 2]) - 1
+  end
+  if rank[s] >= max_active[s] - active[s] then ready = false end
 end
+if ready then return go() end
 redis.call('ZADD', KEYS[3], now + wait_lease, rid)
+redis.call('ZADD', KEYS[8], now + wait_lease, rid)
 keep()
-return {'wait', 0}
+return {'wait', 0, ''}
 """
 
-# KEYS: active; ARGV: request id, lease ms — renew only a lease still held, and keep
-# the set itself alive as long as any request in it is (ACQUIRE's PEXPIRE may be old).
+# KEYS: the key's and the person's active; ARGV: request id, lease ms — renew only a
+# lease still held, and keep the sets themselves alive as long as any request in them
+# is (ACQUIRE's PEXPIRE may be old).
 RENEW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local renewed = redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], math.max(tonumber(ARGV[2]), 60000) * 2)
+local renewed = 0
+for i = 1, #KEYS do
+  renewed = renewed + redis.call('ZADD', KEYS[i], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[i], math.max(tonumber(ARGV[2]), 60000) * 2)
+end
 return renewed
 """
 
 
-# KEYS: active, waiting, waiting leases; ARGV: request id — one round trip, atomic.
+# KEYS: active, waiting, waiting leases (the key's, then the person's); ARGV: request id
+# — one round trip, atomic.
 RELEASE = """
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
+for i = 1, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
 return 0
 """
 
@@ -121,6 +151,10 @@ class Limits:
     rate_per_minute: int
     lease_seconds: float
     wait_lease_seconds: float
+    # The same for the person, every key of theirs together (api.quotas: the defaults)
+    user_max_active: int
+    user_max_waiting: int
+    user_rate_per_minute: int
 
     @classmethod
     def from_settings(cls) -> Limits:
@@ -130,6 +164,9 @@ class Limits:
             settings.WEFT_API_RATE_PER_MINUTE,
             settings.WEFT_API_LEASE_SECONDS,
             max(1.0, settings.WEFT_API_LEASE_SECONDS / 3),
+            settings.WEFT_API_USER_MAX_ACTIVE,
+            settings.WEFT_API_USER_MAX_WAITING,
+            settings.WEFT_API_USER_RATE_PER_MINUTE,
         )
 
 
@@ -171,7 +208,16 @@ def active_key(key_id: int) -> str:
 
 
 def _keys(key_id: int) -> list[str]:
-    base = f"weft:api:limits:{key_id}"
+    return _sets(f"weft:api:limits:{key_id}")
+
+
+def user_keys(user_id: int) -> list[str]:
+    """The person's sets (active, waiting, waiting leases, starts, tickets): every key
+    of the user counts in them too."""
+    return _sets(f"weft:api:limits:user:{user_id}")
+
+
+def _sets(base: str) -> list[str]:
     return [f"{base}:active", f"{base}:waiting", f"{base}:wait-leases", f"{base}:starts",
             f"{base}:tickets"]  # fmt: skip
 
@@ -212,10 +258,11 @@ async def _script(
 
 
 class Slot:
-    """A held place among the key's active requests; renews its lease until released."""
+    """A held place among the key's (and its person's) active requests; renews its
+    lease until released."""
 
-    def __init__(self, key_id: int, request_id: str, limits: Limits) -> None:
-        self.keys = _keys(key_id)
+    def __init__(self, key_id: int, user_id: int, request_id: str, limits: Limits) -> None:
+        self.keys = _keys(key_id) + user_keys(user_id)
         self.request_id = request_id
         self.limits = limits
         self._renewer: asyncio.Task | None = None
@@ -226,9 +273,18 @@ class Slot:
         while True:
             await asyncio.sleep(self.limits.lease_seconds / 3)
             try:
-                await renew(keys=self.keys[:1], args=[self.request_id, lease_ms])
+                await renew(keys=self.actives, args=[self.request_id, lease_ms])
             except Exception as exc:  # a Redis hiccup must not break the response
                 log.warning("api limits: lease renewal failed: %s", type(exc).__name__)
+
+    @property
+    def actives(self) -> list[str]:
+        return [self.keys[0], self.keys[5]]
+
+    @property
+    def places(self) -> list[str]:
+        """Active, waiting and waiting leases: the key's, then the person's."""
+        return [*self.keys[:3], *self.keys[5:8]]
 
     def start_renewing(self) -> None:
         self._renewer = asyncio.create_task(self._renew_forever())
@@ -236,7 +292,7 @@ class Slot:
     async def release(self) -> None:
         if self._renewer is not None:
             self._renewer.cancel()
-        await _script((_redis()[3], self.keys[:3], [self.request_id]), urgent=False)
+        await _script((_redis()[3], self.places, [self.request_id]), urgent=False)
 
     def release_later(self, _verdict: Any = None) -> None:
         """Give the place back from outside the request (its caller was cancelled)."""
@@ -250,45 +306,67 @@ _releasing: set[asyncio.Future] = set()
 
 async def _acquire(slot: Slot, limits: Limits, turn: Turn | None) -> None:
     acquire = _redis()[1]
-    args = [slot.request_id, limits.max_active, limits.max_waiting,
-            int(limits.lease_seconds * 1000), int(limits.wait_lease_seconds * 1000),
+    lease, wait_lease = int(limits.lease_seconds * 1000), int(limits.wait_lease_seconds * 1000)
+    head = [slot.request_id, limits.max_active, limits.max_waiting, lease, wait_lease,
             limits.rate_per_minute]  # fmt: skip
+    person = [limits.user_max_active, limits.user_max_waiting, limits.user_rate_per_minute]
     first = "1"
     pause = 0.005
     while True:
         async with turn() if turn is not None else contextlib.nullcontext():
             # A caller cancelled meanwhile leaves no place taken: it is given back.
-            payload = (acquire, slot.keys, [*args, first])
-            verdict, wait_ms = await _script(payload, urgent=True, orphaned=slot.release_later)
+            payload = (acquire, slot.keys, [*head, first, *person])
+            verdict, wait_ms, scope = await _script(
+                payload, urgent=True, orphaned=slot.release_later
+            )
         verdict = verdict.decode() if isinstance(verdict, bytes) else verdict
         if verdict == "go":
             return
-        if verdict == "rate_limited":
-            raise ApiError(
-                "rate_limited",
-                f"this key started {limits.rate_per_minute} requests in the last minute",
-                retry_after=max(1.0, int(wait_ms) / 1000),
-            )
-        if verdict == "queue_full":
-            raise ApiError(
-                "queue_full",
-                f"this key has {limits.max_active} active and {limits.max_waiting} waiting "
-                "requests; retry shortly",
-                retry_after=1,
-            )
+        if verdict in ("rate_limited", "queue_full"):
+            raise refusal(verdict, limits, _text(scope), int(wait_ms))
         first = "0"
         await asyncio.sleep(pause)
         pause = min(0.05, pause * 1.5)
 
 
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def refusal(code: str, limits: Limits, scope: str, wait_ms: int) -> ApiError:
+    """The 429 of a limit reached, by the key or by its person (all their keys)."""
+    if scope == "user":
+        who = "your keys together"
+        rate, active, waiting = (limits.user_rate_per_minute, limits.user_max_active,
+                                 limits.user_max_waiting)  # fmt: skip
+    else:
+        who = "this key"
+        rate, active, waiting = limits.rate_per_minute, limits.max_active, limits.max_waiting
+    if code == "rate_limited":
+        return ApiError(
+            "rate_limited",
+            f"{who} started {rate} requests in the last minute",
+            retry_after=max(1.0, wait_ms / 1000),
+        )
+    have = "have" if scope == "user" else "has"
+    return ApiError(
+        "queue_full",
+        f"{who} {have} {active} active and {waiting} waiting requests; retry shortly",
+        retry_after=1,
+    )
+
+
 @contextlib.asynccontextmanager
-async def slot_for(key_id: int, request_id: str, turn: Turn | None = None) -> AsyncIterator[Slot]:
-    """Wait (in order) for one of the key's active slots; raise ApiError queue_full /
+async def slot_for(
+    key_id: int, request_id: str, turn: Turn | None = None, *, user_id: int
+) -> AsyncIterator[Slot]:
+    """Wait (in order) for one of the key's active slots and one of its person's (the
+    key's user: all their keys share the person's); raise ApiError queue_full /
     rate_limited. Leaving the block — normally, by error or by cancellation (the client
     went away) — gives the place back. `turn`, if given, is taken for each call to
     Redis (api.turns), never while waiting between them."""
     limits = Limits.from_settings()
-    slot = Slot(key_id, request_id, limits)
+    slot = Slot(key_id, user_id, request_id, limits)
     try:
         await _acquire(slot, limits, turn)
         slot.start_renewing()

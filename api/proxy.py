@@ -354,7 +354,9 @@ async def _completions(req: Request, key: Any, raw: bytes | None, read: bool) ->
     plan: Plan | None = None
     handed_off = False  # a job's reservation is the worker's to settle
     try:
-        async with limits.slot_for(key.pk, req.id, partial(turns.turn, req.started)):
+        async with limits.slot_for(
+            key.pk, req.id, partial(turns.turn, req.started), user_id=key.user_id
+        ):
             # Read and parsed with a place taken: a key's flood of large bodies waits
             # in its own queue, and is never parsed on the event loop.
             if not read:
@@ -477,7 +479,7 @@ async def models(req: Request) -> None:
     key = await auth.authenticate(req.headers)
     code = ""
     try:
-        async with limits.slot_for(key.pk, req.id):
+        async with limits.slot_for(key.pk, req.id, user_id=key.user_id):
             try:
                 listed = await alist_models()
             except BackendError as exc:
@@ -498,7 +500,7 @@ async def chat_completions(req: Request) -> None:
     await req.read_body()
     code = "chat_completions_unsupported"
     try:
-        async with limits.slot_for(key.pk, req.id):
+        async with limits.slot_for(key.pk, req.id, user_id=key.user_id):
             raise ApiError(
                 code,
                 "there is no chat endpoint: these are base models with no chat template. "

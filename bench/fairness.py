@@ -2,10 +2,12 @@
 throughput.
 
     .venv/bin/python bench/fairness.py [--flood 200] [--flood-tokens 64] [--samples 12]
-        [--quiet-tokens 16] [--token-delay 0.01]
+        [--quiet-tokens 16] [--token-delay 0.01] [--engine scripted|real]
 
-Starts its own Postgres, Redis, the ASGI server, the worker pools and a scripted engine
-(each sequence's tokens spaced --token-delay apart).
+Starts its own Postgres, Redis, the ASGI server, the worker pools and an engine: the
+scripted one (each sequence's tokens spaced --token-delay apart), or with --engine real
+the local engine on the real SmolLM2 model, whose shared batched decode is where a
+flood slows everybody down (the issue's figures: 60 flood jobs).
 
   idle     the quiet user, alone: --samples API jobs (submit, long-poll the harvest
            until it succeeds) and --samples Workbench-kind page runs (queued → done),
@@ -110,8 +112,8 @@ async def phase(web: str, quiet_user, secrets: tuple[str, str], args) -> dict:
 
     from completions.models import Generation
 
-    quiet_body = {"model": "scripted", "prompt": "Quiet", "max_tokens": args.quiet_tokens}
-    flood_body = {"model": "scripted", "max_tokens": args.flood_tokens}
+    quiet_body = {"model": args.model, "prompt": "Quiet", "max_tokens": args.quiet_tokens}
+    flood_body = {"model": args.model, "max_tokens": args.flood_tokens}
     auth = lambda s: {"Authorization": f"Bearer {s}"}  # noqa: E731
     limits = httpx.Limits(max_connections=256)
     async with (
@@ -145,7 +147,9 @@ def main() -> None:
     parser.add_argument("--quiet-tokens", type=int, default=16)
     parser.add_argument("--token-delay", type=float, default=0.01)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--engine", choices=("scripted", "real"), default="scripted")
     args = parser.parse_args()
+    args.model = "scripted"
 
     scratch = scratch_dir("weft-bench-fair-")
     sup = Supervisor()
@@ -157,8 +161,17 @@ def main() -> None:
             WEFT_API_RATE_PER_MINUTE="100000", WEFT_MONTHLY_TOKEN_BUDGET=str(10**12),
             WEFT_API_USER_MONTHLY_BUDGET=str(10**12),
         )  # fmt: skip
-        with run_engine("scripted", token_delay=args.token_delay) as engine:
+        engine_run = (
+            run_engine("llama", startup_timeout=180)
+            if args.engine == "real"
+            else run_engine("scripted", token_delay=args.token_delay)
+        )
+        with engine_run as engine:
             env["WEFT_BACKEND_URL"] = f"{engine}/v1"
+            if args.engine == "real":
+                import httpx
+
+                args.model = httpx.get(f"{engine}/v1/models").json()["data"][0]["id"]
             os.environ.update(env)
             import django
 
@@ -212,7 +225,7 @@ def main() -> None:
     def stats(values: list[float]) -> dict[str, float]:
         return {"p50": round(percentile(values, 0.5), 3), "p95": round(percentile(values, 0.95), 3)}
 
-    out: dict = {"flood_jobs": args.flood, "flood_tokens": args.flood_tokens,
+    out: dict = {"engine": args.engine, "flood_jobs": args.flood, "flood_tokens": args.flood_tokens,
                  "quiet_tokens": args.quiet_tokens, "token_delay": args.token_delay,
                  "pools": {"interactive": interactive, "bulk": bulk, "fifo": FIFO_THREADS}}  # fmt: skip
     for name, r in results.items():
@@ -235,12 +248,12 @@ def main() -> None:
     print(json.dumps(out, indent=2))
     print(f"uptime: {os.popen('uptime').read().strip()}")
     fair = results["fair"]
-    for label, i in (("job", 0), ("page run", 1)):
-        target = 1.5 * percentile(fair["idle"][i], 0.95) + 1.0
+    for label, i, slack in (("job", 0, 1.0), ("page run", 1, 0.5)):
+        target = 1.5 * percentile(fair["idle"][i], 0.95) + slack
         got = percentile(fair["during"][i], 0.95)
         before = percentile(results["fifo"]["during"][i], 0.95)
         print(f"quiet {label}: p95 {got:.3f} s during the flood (FIFO: {before:.3f} s) vs target "
-              f"{target:.3f} s (1.5 × idle p95 + 1 s): {'MEETS' if got <= target else 'MISSES'}")  # fmt: skip
+              f"{target:.3f} s (1.5 × idle p95 + {slack:g} s): {'MEETS' if got <= target else 'MISSES'}")  # fmt: skip
     print(f"flooder: {out['fair']['flood_jobs_per_s']} jobs/s vs {out['fifo']['flood_jobs_per_s']} "
           f"through today's FIFO: ratio {ratio:.3f} ({'MEETS' if ratio >= 0.9 else 'MISSES'} >= 0.9)")  # fmt: skip
 

@@ -135,6 +135,8 @@ class _Settings:
 
     def headers(self, api_key: str | None = None) -> dict[str, str]:
         headers = {"X-Acs-Workload": self.workload, "Accept": "application/json"}
+        if self.workload == "interactive":  # a page run: the local engine serves it first
+            headers["X-Weft-Priority"] = "interactive"
         key = self.api_key if api_key is None else api_key
         if key:
             headers["Authorization"] = f"Bearer {key}"
@@ -375,6 +377,7 @@ def _model_info(card: dict[str, Any]) -> ModelInfo:
         # vLLM's own default cap when a backend does not publish one.
         max_logprobs=int(caps.get("max_logprobs", 20)),
         full_vocab_max_prompt_tokens=int(caps.get("full_vocab_max_prompt_tokens", 1024)),
+        vocab_size=caps["vocab_size"] if type(caps.get("vocab_size")) is int else None,
     )
 
 

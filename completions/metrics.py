@@ -14,7 +14,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from completions.models import Generation
+from completions.models import Generation, ResultChunk
 from config import lanes
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,12 @@ class RunsCollector(Collector):
         for lane, count in sorted(stale.items()):
             silent.add_metric([lane], count)
         yield silent
+        yield GaugeMetricFamily(
+            "weft_api_stored_result_bytes",
+            "Bytes of API job results stored now (every person's; each is capped at "
+            "WEFT_API_USER_STORED_BYTES).",
+            value=ResultChunk.objects.stored_bytes(),
+        )
 
 
 def runs_by_lane() -> tuple[dict[tuple[str, str], int], dict[str, int]]:

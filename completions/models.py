@@ -317,6 +317,19 @@ class Generation(models.Model):
             )
 
 
+class ResultChunkQuerySet(models.QuerySet):
+    def of_owner(self, user_id: int) -> ResultChunkQuerySet:
+        return self.filter(generation__owner_id=user_id)
+
+    def stored_bytes(self) -> int:
+        """The bytes these rows keep. octet_length reads a stored value's size from its
+        header: the values themselves (a megabyte each) are never read."""
+        size = models.Func(
+            models.F("data"), function="octet_length", output_field=models.BigIntegerField()
+        )
+        return int(self.aggregate(n=models.Sum(size))["n"] or 0)
+
+
 class ResultChunk(models.Model):
     """An API job's result, the backend's body byte for byte, in pieces of at most
     CHUNK_BYTES: written as it arrives and read back in order by the harvest, so
@@ -329,6 +342,8 @@ class ResultChunk(models.Model):
     run_token = models.CharField(max_length=64)
     seq = models.PositiveIntegerField()
     data = models.BinaryField()
+
+    objects = ResultChunkQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -10,18 +10,30 @@ user who queued one; their runs still all run, since there are as many messages 
 queued runs (a message that finds nothing left to claim does nothing, so a redelivered
 or re-sent message is harmless). Capacity per lane comes from the worker pools: the
 interactive pool's threads never take bulk work.
+
+Idle owners first, promptly: on the bulk pool WEFT_BULK_RESERVED_SLOTS of its
+WEFT_BULK_SLOTS threads are kept for owners with nothing running there. An owner who
+already runs something is claimed a run only while fewer than the rest are running, so
+a flood holds every other thread (the engine's batched decode is what bounds its
+throughput, not the last thread) and a newcomer's run starts at once instead of after a
+flood job ends. A turn that finds only such owners' runs at that bound claims nothing;
+the turn is given back when a bulk run ends (one turn per end, on the run's queue), so
+the flood never waits for the resend sweep. Claims on a queue with a reservation take
+a transaction-scoped advisory lock so the running count they read stays true.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from completions.models import Generation
+from completions.signals import generation_finished
 from config import lanes
 
 log = logging.getLogger(__name__)
@@ -84,6 +96,8 @@ WITH waiting AS (
 SELECT g.id FROM completions_generation g
 JOIN turns t ON t.owner_id = g.owner_id AND t.key_id IS NOT DISTINCT FROM g.key_id
 WHERE g.queue = %(queue)s AND g.state = 'queued'
+    AND (t.owner_running = 0 OR (SELECT count(*) FROM completions_generation r
+        WHERE r.queue = %(queue)s AND r.state = 'running') < %(shared)s)
 ORDER BY t.owner_running, t.owner_served NULLS FIRST, t.key_running,
     t.key_served NULLS FIRST, g.created_at, g.id
 LIMIT 1
@@ -99,6 +113,14 @@ ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED
 """
 
 
+def shared_slots(queue: str) -> int | None:
+    """How many runs may run at once on `queue` for owners already running one there
+    (the bulk pool's threads but the reserved); None: no reservation on this queue."""
+    if not queue.endswith(f".{lanes.BULK_POOL}") or settings.WEFT_BULK_RESERVED_SLOTS <= 0:
+        return None
+    return max(1, settings.WEFT_BULK_SLOTS - settings.WEFT_BULK_RESERVED_SLOTS)
+
+
 def claim_next(queue: str, run_token: str) -> Generation | None:
     """Claim the fairest queued run of `queue` for this worker (a fresh run_token, the
     attempt counted), or None when nothing is left to claim. A run cancelled while
@@ -108,8 +130,15 @@ def claim_next(queue: str, run_token: str) -> Generation | None:
     while True:
         with transaction.atomic():
             with connection.cursor() as cursor:
-                order = ARRIVAL if settings.WEFT_SCHEDULER == "arrival" else NEXT
-                cursor.execute(order, {"queue": queue})
+                fair = settings.WEFT_SCHEDULER != "arrival"
+                shared = shared_slots(queue) if fair else None
+                if shared is not None:
+                    cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [queue])
+                args: dict[str, str | int] = {
+                    "queue": queue,
+                    "shared": shared if shared is not None else 2**31 - 1,
+                }
+                cursor.execute(NEXT if fair else ARRIVAL, args)
                 found = cursor.fetchone()
             if found is None:
                 return None
@@ -160,3 +189,18 @@ def admission_lock(name: str) -> None:
         raise RuntimeError("admission_lock() must run inside transaction.atomic()")
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"weft:admit:{name}"])
+
+
+def give_back_turn(sender: Any, generation: Generation, **kwargs: Any) -> None:
+    """A bulk run ended (after its commit): one turn on its queue, for a run that a
+    turn declined while the shared slots were full (a turn to spare does nothing)."""
+    from completions import lifecycle  # lifecycle imports this module
+
+    if generation.queue and shared_slots(generation.queue) is not None:
+        queued = Generation.objects.filter(queue=generation.queue, state=State.QUEUED)
+        waiting = queued.order_by("created_at").only("pk", "queue").first()
+        if waiting is not None:
+            lifecycle.enqueue(waiting)
+
+
+generation_finished.connect(give_back_turn, dispatch_uid="completions.scheduler.give_back_turn")

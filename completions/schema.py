@@ -56,6 +56,7 @@ class ModelInfo:
     default: bool = False
     max_logprobs: int = DEFAULT_MAX_LOGPROBS
     full_vocab_max_prompt_tokens: int = DEFAULT_FULL_VOCAB_MAX_PROMPT_TOKENS
+    vocab_size: int | None = None  # when the backend publishes it (the local engine)
 
 
 @dataclass(frozen=True)

@@ -212,6 +212,14 @@ WEFT_API_MAX_ACTIVE = env_int("WEFT_API_MAX_ACTIVE", 16, minimum=1)
 WEFT_API_MAX_WAITING = env_int("WEFT_API_MAX_WAITING", 64, minimum=0)
 WEFT_API_RATE_PER_MINUTE = env_int("WEFT_API_RATE_PER_MINUTE", 600, minimum=1)
 WEFT_API_LEASE_SECONDS = env_float("WEFT_API_LEASE_SECONDS", 30.0, minimum=1.0)
+# The same per person: every key of one user together (keys per user are capped, but a
+# cap that multiplies by keys is no cap). Default: what one key may have, so a user with
+# WEFT_API_MAX_KEYS_PER_USER keys gets no more than a user with one.
+WEFT_API_USER_MAX_ACTIVE = env_int("WEFT_API_USER_MAX_ACTIVE", WEFT_API_MAX_ACTIVE, minimum=1)
+WEFT_API_USER_MAX_WAITING = env_int("WEFT_API_USER_MAX_WAITING", WEFT_API_MAX_WAITING, minimum=0)
+WEFT_API_USER_RATE_PER_MINUTE = env_int(
+    "WEFT_API_USER_RATE_PER_MINUTE", WEFT_API_RATE_PER_MINUTE, minimum=1
+)
 # A non-streaming answer must start inside this window (else 504 upstream_deadline);
 # an omitted max_tokens is cut to window × decode rate tokens (seed: ~15,600).
 WEFT_API_REQUEST_WINDOW_SECONDS = env_float("WEFT_API_REQUEST_WINDOW_SECONDS", 120.0, minimum=1.0)
@@ -236,6 +244,15 @@ WEFT_JOB_MAX_LONGPOLLS_PER_KEY = env_int(
     "WEFT_JOB_MAX_LONGPOLLS_PER_KEY", max(1, WEFT_JOB_MAX_LONGPOLLS // 4), minimum=1
 )
 WEFT_API_MAX_JOBS_PER_KEY = env_int("WEFT_API_MAX_JOBS_PER_KEY", 256, minimum=1)
+# Per person (all their keys together), as above: one key's share by default.
+WEFT_JOB_MAX_LONGPOLLS_PER_USER = env_int(
+    "WEFT_JOB_MAX_LONGPOLLS_PER_USER", WEFT_JOB_MAX_LONGPOLLS_PER_KEY, minimum=1
+)
+WEFT_API_USER_MAX_JOBS = env_int("WEFT_API_USER_MAX_JOBS", WEFT_API_MAX_JOBS_PER_KEY, minimum=1)
+# The job results one person may keep stored (api.quotas; README: Configuration): 4 GiB
+# admits the seed's largest single job on the local model (a 1,024-token full-vocabulary
+# prompt, ~3.2 GB worst case) while 100 people at their cap fill 400 GiB of one disk.
+WEFT_API_USER_STORED_BYTES = env_int("WEFT_API_USER_STORED_BYTES", 4 * 1024**3, minimum=0)
 # A queued job not claimed this long after its message was sent is sent again (the
 # message can be lost with Redis); a job whose worker died is run again, up to this many
 # attempts in all (then it fails, charged nothing).
@@ -263,6 +280,12 @@ CELERY_TASK_DEFAULT_QUEUE = lanes.queue_name(lanes.MAINTENANCE_POOL, WEFT_GENERA
 # How a worker picks the next queued run of its pool: "fair" (owners take turns,
 # completions.scheduler) or "arrival" (first queued, first run: a plain FIFO).
 WEFT_SCHEDULER = env_choice("WEFT_SCHEDULER", "fair", ("fair", "arrival"))
+# Bulk threads kept for owners with nothing running on the bulk pool (completions.
+# scheduler), out of WEFT_BULK_SLOTS: every bulk worker's threads together (one worker:
+# its WEFT_BULK_WORKER_CONCURRENCY, `make run`'s). 0: no reservation.
+WEFT_BULK_WORKER_CONCURRENCY = env_int("WEFT_BULK_WORKER_CONCURRENCY", 8, minimum=1)
+WEFT_BULK_SLOTS = env_int("WEFT_BULK_SLOTS", WEFT_BULK_WORKER_CONCURRENCY, minimum=1)
+WEFT_BULK_RESERVED_SLOTS = env_int("WEFT_BULK_RESERVED_SLOTS", 1, minimum=0)
 
 # Batch generations queued or running at once, over every user's batches (they share
 # the bulk pool's WEFT_BULK_WORKER_CONCURRENCY threads with API jobs, owners in turn).

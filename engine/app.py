@@ -30,7 +30,7 @@ from engine.http import RequestIdMiddleware, api_errors, error_response, read_js
 from engine.models import Model
 from engine.protocol import ApiError, parse_completion
 from engine.responses import CompletionResponse
-from engine.scheduler import DEFAULT_STEP_TOKENS, Scheduler
+from engine.scheduler import BULK, DEFAULT_STEP_TOKENS, INTERACTIVE, Scheduler
 from engine.scripted import ScriptedHooks
 
 T = TypeVar("T")
@@ -89,6 +89,7 @@ class Engine:
             "capabilities": {
                 "max_logprobs": self.max_logprobs,
                 "full_vocab_max_prompt_tokens": FULL_VOCAB_MAX_PROMPT_TOKENS,
+                "vocab_size": m.vocab_size,  # what a full-vocabulary position holds
             },
         }
 
@@ -129,7 +130,10 @@ def build_app(engine: Engine) -> ASGIApp:
             max_logprobs=engine.max_logprobs,
         )
         prep = await engine.tokenize(prepare, model, req)
-        return CompletionResponse(engine, prep, fault, request_id(request))  # type: ignore[return-value]
+        # Weft's page runs ask for the engine first (engine.scheduler: Priority).
+        urgent = request.headers.get("x-weft-priority") == "interactive"
+        priority = INTERACTIVE if urgent else BULK
+        return CompletionResponse(engine, prep, fault, request_id(request), priority)  # type: ignore[return-value]
 
     async def chat(request: Request) -> Response:
         await engine.record(request)

@@ -31,7 +31,7 @@ from engine.generate import (
     PromptEvent,
 )
 from engine.http import StreamCut, error_response
-from engine.scheduler import Job
+from engine.scheduler import BULK, Job
 
 if TYPE_CHECKING:
     from engine.app import Engine
@@ -66,8 +66,11 @@ def logprobs_block(entries: list[LogprobEntry], offset: int) -> tuple[dict[str, 
 class CompletionResponse:
     """Submits a prepared request to the scheduler and answers it, as JSON or SSE."""
 
-    def __init__(self, engine: Engine, prep: Prepared, fault: Fault | None, rid: str) -> None:
+    def __init__(
+        self, engine: Engine, prep: Prepared, fault: Fault | None, rid: str, priority: int = BULK
+    ) -> None:
         self.engine = engine
+        self.priority = priority
         self.prep = prep
         self.fault = fault or Fault()
         self.rid = rid
@@ -118,7 +121,9 @@ class CompletionResponse:
         """Events of this request until Finished; Failed is yielded and ends it; a departed
         client ends it silently."""
         loop = asyncio.get_running_loop()
-        self.job = Job(self.prep, loop=loop, queue=self.queue, delay=self.delay)
+        self.job = Job(
+            self.prep, loop=loop, queue=self.queue, delay=self.delay, priority=self.priority
+        )
         self.engine.scheduler.submit(self.job)
         while True:
             for event in await self.queue.get():

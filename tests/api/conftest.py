@@ -238,3 +238,97 @@ def harvest_until(http, location: str, statuses: set[str], timeout: float = 30.0
         if answer.json()["status"] in statuses:
             return answer.json()
     raise AssertionError(f"{location} not {statuses} within {timeout} s: {answer.json()}")
+
+
+# --- per-person caps: small caps for each person, the per-key ones left large ------------
+
+PERSON_ENV = {
+    "WEFT_GENERATION_QUEUE": "api-person-caps",
+    "WEFT_CHECKPOINT_INTERVAL_SECONDS": "0.2",
+    "WEFT_API_USER_MAX_ACTIVE": "2",
+    "WEFT_API_USER_MAX_WAITING": "1",
+    "WEFT_API_USER_RATE_PER_MINUTE": "30",
+    "WEFT_API_USER_MAX_JOBS": "2",
+    "WEFT_JOB_MAX_LONGPOLLS_PER_USER": "1",
+    "WEFT_API_USER_STORED_BYTES": "40000",
+}
+
+
+@pytest.fixture(scope="session")
+def person_stack(django_db_setup, proxy_engine, tmp_path_factory):
+    """(Weft's /v1 base, the scripted backend, the env): a web server and a worker
+    whose per-person caps (PERSON_ENV) are far below the per-key ones, so a person with
+    several keys meets them first. Tests need django_db(transaction=True)."""
+    from tests.support import Supervisor, free_port, start_web, start_worker
+
+    sup = Supervisor()
+    env = proxy_env_for(proxy_engine, **PERSON_ENV)
+    try:
+        url = start_web(sup, env, free_port())
+        start_worker(sup, env, tmp_path_factory.mktemp("person") / "worker.log", concurrency=4)
+        yield f"{url}/v1", ProxyBackend(proxy_engine), env
+    finally:
+        sup.stop_all()
+
+
+@pytest.fixture
+def person_api(person_stack):
+    api, backend, _ = person_stack
+    backend.reset()
+    yield api, backend
+    backend.reset()
+
+
+@pytest.fixture
+def person_keys(make_user, make_key):
+    """person_keys(count) -> [httpx.Client] of one new person, one client per key."""
+    import httpx
+
+    made: list = []
+
+    def make(api: str, count: int) -> list:
+        user = make_user()
+        clients = []
+        for i in range(count):
+            _, secret = make_key(user=user, name=f"key {i}")
+            clients.append(httpx.Client(base_url=api, timeout=60,
+                                        headers={"Authorization": f"Bearer {secret}"}))  # fmt: skip
+        made.extend(clients)
+        return clients
+
+    yield make
+    for client in made:
+        client.close()
+
+
+@pytest.fixture
+def stored_result():
+    """stored_result(key, size) -> a finished job of the key's user keeping `size` bytes
+    of result (one ResultChunk), as a worker leaves it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from api.models import new_job_id
+    from completions.models import JOB_CONTENT_TTL, Generation, ResultChunk
+
+    def make(key, size: int) -> Generation:
+        now = timezone.now()
+        job = Generation.objects.create(
+            owner_id=key.user_id, key=key, kind="job", lane="jobs", params={},
+            state="done", public_id=new_job_id(), result_token="stored", result_bytes=size,
+            created_at=now - timedelta(seconds=5), started_at=now - timedelta(seconds=4),
+            finished_at=now, expires_at=now + JOB_CONTENT_TTL,
+        )  # fmt: skip
+        ResultChunk.objects.create(generation=job, run_token="stored", seq=0, data=b"x" * size)
+        return job
+
+    return make
+
+
+def key_of(client):
+    """The ApiKey behind a person_keys client."""
+    from api.models import ApiKey
+
+    secret = client.headers["authorization"].split()[1]
+    return ApiKey.objects.get(prefix=secret.partition(".")[0])

@@ -16,7 +16,7 @@ async def cancel_while_out(key_id: int) -> list[bytes]:
     await watcher.ping()  # connected before the pause
 
     async def take_a_place() -> None:
-        async with limits.slot_for(key_id, "req-gone"):
+        async with limits.slot_for(key_id, "req-gone", user_id=key_id):
             await asyncio.sleep(30)
 
     try:
@@ -29,7 +29,7 @@ async def cancel_while_out(key_id: int) -> list[bytes]:
         await asyncio.sleep(1.0)  # the pause is over: the script ran, and what follows
         return await watcher.zrange(limits.active_key(key_id), 0, -1)
     finally:
-        await watcher.delete(*limits._keys(key_id))
+        await watcher.delete(*limits._keys(key_id), *limits.user_keys(key_id))
         await limits.close_client()
         await pauser.aclose()
         await watcher.aclose()

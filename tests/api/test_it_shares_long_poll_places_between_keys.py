@@ -18,18 +18,19 @@ async def places(settings) -> list[bool]:
         harvest._key_waiting(1),
         harvest._key_waiting(2),
         harvest._key_waiting(3),
+        *(harvest._user_waiting(u) for u in (1, 2, 3)),
     )
     try:
         taken = [
-            await harvest._enter("a1", 1, 5),
-            await harvest._enter("a2", 1, 5),
-            await harvest._enter("a3", 1, 5),  # key 1's share is full
-            await harvest._enter("b1", 2, 5),  # key 2 still has room
-            await harvest._enter("b2", 2, 5),  # every place is taken now
-            await harvest._enter("c1", 3, 5),  # so a third key waits too
+            await harvest._enter("a1", 1, 5, 1),
+            await harvest._enter("a2", 1, 5, 1),
+            await harvest._enter("a3", 1, 5, 1),  # key 1's share is full
+            await harvest._enter("b1", 2, 5, 2),  # key 2 still has room
+            await harvest._enter("b2", 2, 5, 2),  # every place is taken now
+            await harvest._enter("c1", 3, 5, 3),  # so a third key waits too
         ]
-        await harvest._leave("a1", 1)
-        taken.append(await harvest._enter("a4", 1, 5))  # a place given back
+        await harvest._leave("a1", 1, 1)
+        taken.append(await harvest._enter("a4", 1, 5, 1))  # a place given back
         assert await client.zcard(harvest.WAITING_KEY) == 4
         return taken
     finally:
@@ -38,6 +39,7 @@ async def places(settings) -> list[bool]:
             harvest._key_waiting(1),
             harvest._key_waiting(2),
             harvest._key_waiting(3),
+            *(harvest._user_waiting(u) for u in (1, 2, 3)),
         )
         await limits.close_client()
 

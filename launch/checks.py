@@ -44,10 +44,14 @@ def check_environment() -> dict:
 
 
 def lint_and_type_check() -> None:
-    """ruff (check, format) and mypy ([tool.mypy] in pyproject.toml), as a full run does."""
+    """ruff (check, format), mypy ([tool.mypy] in pyproject.toml) and ESLint on the
+    scripts, as a full run does."""
     venv_bin = Path(sys.executable).parent
     for lint in (["check", "."], ["format", "--check", "."]):
         if subprocess.run([venv_bin / "ruff", *lint], cwd=BASE_DIR).returncode != 0:
             raise LaunchError(f"ruff {' '.join(lint)} failed (run `make format`)")
     if subprocess.run([venv_bin / "mypy"], cwd=BASE_DIR).returncode != 0:
         raise LaunchError("mypy failed (run `.venv/bin/mypy` to see why)")
+    # eslint.config.js: static/weft and tests/js (installed by launch/system.py).
+    if subprocess.run([BASE_DIR / "node_modules" / ".bin" / "eslint"], cwd=BASE_DIR).returncode:
+        raise LaunchError("eslint failed (run `npx eslint` to see why)")

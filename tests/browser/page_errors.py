@@ -26,8 +26,13 @@ class PageErrors:
         self.reported = 0
 
     def watch(self, context) -> None:
-        context.on("weberror", lambda e: self.found.append(f"page error: {e.error}"))
+        context.on("weberror", self._error)
         context.on("console", self._console)
+
+    def _error(self, web_error) -> None:
+        error = web_error.error
+        frames = (getattr(error, "stack", None) or "").splitlines()[1:2]
+        self.found.append(f"page error: {error.message} {' '.join(f.strip() for f in frames)}")
 
     def _console(self, message) -> None:
         if message.type != "error":

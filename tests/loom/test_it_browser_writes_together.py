@@ -35,6 +35,8 @@ def reader_at(page, node_id):
     )
 
 
+# A viewer's refused change is a 403, which Chromium logs.
+@pytest.mark.allow_console_errors(r"status of 403 \(Forbidden\)")
 def test_it_lets_two_people_write_in_one_tree(
     loom_stack, make_user, make_tree, page, browser, artifacts_dir
 ):

@@ -60,9 +60,9 @@ def server_ms(client, url: str, repeat: int) -> tuple[float, int]:
 
 
 # A pan of 60 frames paced by requestAnimationFrame: each frame moves the view and
-# draws it (weftGraph.frame() times the drawing); the intervals are the frame times.
+# draws it (weft.graph.frame() times the drawing); the intervals are the frame times.
 PAN_JS = """async () => {
-  const g = window.weftGraph, draws = [], gaps = [];
+  const g = window.weft.graph, draws = [], gaps = [];
   let last = performance.now();
   for (let i = 0; i < 60; i++) {
     await new Promise((done) => requestAnimationFrame(done));
@@ -120,27 +120,27 @@ def browser_figures(
             if fit:
                 page.get_by_role("button", name="Fit the whole tree").click()
             for i in range(10):
-                page.evaluate(f"window.weftGraph.zoom({1.02 if i % 2 else 1 / 1.02})")
-                out[zoom_key].append(page.evaluate("window.weftGraph.frame()"))
+                page.evaluate(f"window.weft.graph.zoom({1.02 if i % 2 else 1 / 1.02})")
+                out[zoom_key].append(page.evaluate("window.weft.graph.frame()"))
             got = page.evaluate(PAN_JS)
             out[pan_key] += got["draws"]
             out[gap_key] += got["gaps"]
             if fit:  # the full draw once the view rests (every box, sharp)
-                out["fullfit"] += [page.evaluate("window.weftGraph.full()") for _ in range(5)]
+                out["fullfit"] += [page.evaluate("window.weft.graph.full()") for _ in range(5)]
         # The worst case: every fold opened, all 10,000 boxes in view at fit.
-        page.evaluate("window.weftGraph.openAll()")
+        page.evaluate("window.weft.graph.openAll()")
         page.wait_for_timeout(300)  # the picture it moves as is drawn ahead
         for i in range(10):
-            page.evaluate(f"window.weftGraph.zoom({1.02 if i % 2 else 1 / 1.02})")
-            out["zoomall"].append(page.evaluate("window.weftGraph.frame()"))
+            page.evaluate(f"window.weft.graph.zoom({1.02 if i % 2 else 1 / 1.02})")
+            out["zoomall"].append(page.evaluate("window.weft.graph.frame()"))
         got = page.evaluate(PAN_JS)
         out["panall"] += got["draws"]
         out["gapall"] += got["gaps"]
-        out["fullall"] += [page.evaluate("window.weftGraph.full()") for _ in range(5)]
+        out["fullall"] += [page.evaluate("window.weft.graph.full()") for _ in range(5)]
         page.get_by_role("button", name="Back to the current node").click()
         page.wait_for_timeout(50)
         canvas = page.locator("#loom-graph").bounding_box()
-        at = page.evaluate(f"window.weftGraph.screenOf({target})")
+        at = page.evaluate(f"window.weft.graph.screenOf({target})")
         t0 = time.perf_counter()
         page.mouse.click(canvas["x"] + at["x"], canvas["y"] + at["y"])
         page.wait_for_selector(f'#loom-reader[data-node="{target}"]')

@@ -102,17 +102,17 @@ def live_rounds(web: str, tree, root_id: int, editor, pages: int, rounds: int):
         for _ in range(pages):
             p = context.new_page()
             p.goto(f"{web}/loom/{tree.pk}/n/{root_id}/")
-            p.wait_for_function("window.weftLive && window.weftLive.socket.readyState === 1")
+            p.wait_for_function("window.weft?.live?.socket?.readyState === 1")
             opened.append(p)
         url = f"/loom/{tree.pk}/n/{root_id}/bookmark/"
         for round_ in range(rounds + 1):  # the first round warms up
-            counts = [p.evaluate("window.weftLive.updates") for p in opened]
+            counts = [p.evaluate("window.weft.live.updates") for p in opened]
             t0 = time.time() * 1000
             response = http.post(url)
             assert response.status_code == 200, response.status_code
             for p, n in zip(opened, counts, strict=True):
-                p.wait_for_function(f"window.weftLive.updates > {n}", timeout=30_000)
-                got = p.evaluate("window.weftLive.applied[window.weftLive.applied.length - 1]")
+                p.wait_for_function(f"window.weft.live.updates > {n}", timeout=30_000)
+                got = p.evaluate("window.weft.live.applied[window.weft.live.applied.length - 1]")
                 assert got["via"] == "socket", got  # the parts came with the event
                 if round_:
                     events.append(got["started"] - t0)

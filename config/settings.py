@@ -334,7 +334,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 if STATIC_ROOT:
     STORAGES = {
         "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+        "staticfiles": {"BACKEND": "config.staticfiles.StaticFilesStorage"},
     }
 
 # Feedback and budget requests (feedback/): mail is off unless WEFT_NOTIFY_EMAIL names

@@ -44,9 +44,9 @@ def check_environment() -> dict:
 
 
 def lint_and_type_check() -> None:
-    """ruff (check, format), mypy ([tool.mypy] in pyproject.toml) and the import
-    contracts ([tool.importlinter]: which way the apps' dependencies go), as a full run
-    does."""
+    """ruff (check, format), mypy ([tool.mypy] in pyproject.toml), the import contracts
+    ([tool.importlinter]: which way the apps' dependencies go) and ESLint on the scripts,
+    as a full run does."""
     venv_bin = Path(sys.executable).parent
     for lint in (["check", "."], ["format", "--check", "."]):
         if subprocess.run([venv_bin / "ruff", *lint], cwd=BASE_DIR).returncode != 0:
@@ -57,3 +57,6 @@ def lint_and_type_check() -> None:
         raise LaunchError(
             "lint-imports failed: an import goes against docs/architecture.md's layers"
         )
+    # eslint.config.js: static/weft and tests/js (installed by launch/system.py).
+    if subprocess.run([BASE_DIR / "node_modules" / ".bin" / "eslint"], cwd=BASE_DIR).returncode:
+        raise LaunchError("eslint failed (run `npx eslint` to see why)")

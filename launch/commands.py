@@ -33,7 +33,7 @@ from launch.datadir import (
 from launch.embedded import ensure_database, start_postgres, start_redis
 from launch.runtime import BASE_DIR, CHILD_UMASK, child_setup, runtime
 from launch.supervisor import Supervisor, port_free, wait_ready
-from launch.system import ensure_chromium, ensure_nginx
+from launch.system import ensure_chromium, ensure_nginx, ensure_node, ensure_node_modules
 
 
 def manage(child_env: dict, *args: str, capture: bool = False) -> str:
@@ -160,8 +160,10 @@ def cmd_test(pytest_args: list[str]) -> int:
     # A full run lints and type-checks first; `make test ARGS=tests/x` (a developer's
     # focused run) does not.
     if not pytest_args:
+        ensure_node_modules()
         lint_and_type_check()
     ensure_chromium()
+    ensure_node()
     ensure_nginx()
 
     rt = runtime()

@@ -4,6 +4,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher, make_password
 
+# Every Chromium test fails on a page or console error (tests/browser/page_errors.py).
+from tests.browser.page_errors import browser, pytest_configure, pytest_runtest_call  # noqa: F401
 from tests.support import (
     CHROMIUM,
     CHROMIUM_ARGS,

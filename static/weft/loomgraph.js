@@ -6,7 +6,11 @@
 // the view is when zoomed in. Click a box (or Enter on the selected one) to read it;
 // a folded chain opens instead. Keys move as in the reader: ← parent, → child, ↑ ↓
 // siblings.
-(() => {
+import { layout } from "./loomlayout.js";
+import { startLive } from "./loomlive.js";
+import { hooks } from "./hooks.js";
+
+function graphPage() {
   const MODEL = 1, BOOKMARK = 2, ARCHIVED = 4, ON_PATH = 8, UNREAD = 16, UP = 32, DOWN = 64;
   const MC = ["#1971c2", "#e8590c", "#2f9e44", "#9c36b5", "#c2255c", "#0c8599", "#846a00", "#495057"];
   const READABLE = 24; // px per slot where labels read well: the scale the graph opens at
@@ -20,7 +24,7 @@
   let g = null; // the tree: parallel arrays from the server
   let L = null; // the layout: boxes and edges in world units
   let bx, by, bw, bh; // the boxes' rectangles, typed for speed
-  let view = { x: 0, y: 0, k: 1 }; // screen = (world - view) * k
+  const view = { x: 0, y: 0, k: 1 }; // screen = (world - view) * k
   let selected = -1; // a box
   let pending = false;
   let miniImage = null;
@@ -37,7 +41,7 @@
   const W = () => canvas.clientWidth, H = () => canvas.clientHeight;
 
   function relayout() {
-    L = window.weftLayout.layout(g, W(), H(), unfolded, openAll);
+    L = layout(g, W(), H(), unfolded, openAll);
     const it = L.items;
     bx = Float64Array.from(it.x); by = Float64Array.from(it.y);
     bw = Float64Array.from(it.w); bh = Float64Array.from(it.h);
@@ -463,9 +467,10 @@
     }
   }
 
-  // The page's own hook for tests and bench/loom_graph.py: boxes on screen, the view.
+  // The page's own hook for tests and bench/loom_graph.py (static/weft/hooks.js): boxes
+  // on screen, the view.
   const screenBox = (i) => ({ x: (bx[i] - view.x) * view.k, y: (by[i] - view.y) * view.k, w: bw[i] * view.k, h: bh[i] * view.k });
-  window.weftGraph = {
+  const hook = {
     screenOf: (id) => { const b = screenBox(L.item[g.ids.indexOf(id)]); return { x: b.x + b.w / 2, y: b.y + b.h / 2 }; },
     boxOf: (id) => screenBox(L.item[g.ids.indexOf(id)]),
     boxes: () => Array.from({ length: bx.length }, (_, i) => screenBox(i)),
@@ -483,27 +488,28 @@
   // Someone else changed the tree (static/weft/loomlive.js): read it again, keeping the
   // view and the selected node where they are.
   let reloading = null;
-  Object.assign(window.weftGraph, {
-    reload: () => {
-      if (!g || reloading) return reloading;
-      const keep = selected >= 0 && L.items.node[selected] !== undefined ? g.ids[L.items.node[selected]] : null;
-      reloading = fetch(canvas.dataset.url, { credentials: "include", cache: "no-store" })
-        .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`HTTP ${r.status}`))))
-        .then((data) => {
-          g = data;
-          legend(g.models);
-          relayout();
-          const at = keep === null ? -1 : g.ids.indexOf(keep);
-          selected = L.item[at >= 0 ? at : g.current];
-          canvas.dataset.reloads = String(Number(canvas.dataset.reloads || 0) + 1);
-          overviewSoon();
-          draw();
-        })
-        .catch(() => {})
-        .finally(() => { reloading = null; });
-      return reloading;
-    },
-  });
+  function reload() {
+    if (!g || reloading) return reloading;
+    const keep = selected >= 0 && L.items.node[selected] !== undefined ? g.ids[L.items.node[selected]] : null;
+    reloading = fetch(canvas.dataset.url, { credentials: "include", cache: "no-store" })
+      .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`HTTP ${r.status}`))))
+      .then((data) => {
+        g = data;
+        legend(g.models);
+        relayout();
+        const at = keep === null ? -1 : g.ids.indexOf(keep);
+        selected = L.item[at >= 0 ? at : g.current];
+        canvas.dataset.reloads = String(Number(canvas.dataset.reloads || 0) + 1);
+        overviewSoon();
+        draw();
+      })
+      .catch(() => {})
+      .finally(() => { reloading = null; });
+    return reloading;
+  }
+  hook.reload = reload;
+  hooks.graph = hook;
+  startLive({ graph: reload });
 
   const t0 = performance.now();
   // The same request as the page's preload (credentials and all), so it is served from it.
@@ -530,4 +536,6 @@
       });
     })
     .catch((err) => { status.textContent = `The graph could not be loaded (${err.message}). Reload to try again.`; });
-})();
+}
+
+graphPage();

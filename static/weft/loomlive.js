@@ -1,19 +1,51 @@
 // A tree's page, live (loom/live.py, loom/consumers.py): the page joins the tree's
 // socket, which brings other people's changes as small JSON events (node ids and a
-// username, never text). An event about a node this page shows re-reads the reader
-// fragment from the server (which escapes every text); while the user is typing, has
-// a dialog open or unsaved input, the update waits behind an "updated by … — show"
-// button instead, so what they type is never replaced. The page also says which node
-// it is on, and shows where the others are (initials on that node in the path, the
-// outlines, the children and the graph).
-(() => {
+// username, never text; the parts of the reader they change, rendered and escaped by
+// the server). An event about a node this page shows re-reads those parts; while the
+// user is typing, has a dialog open or unsaved input, the update waits behind an
+// "updated by … — show" button instead, so what they type is never replaced. The page
+// also says which node it is on, and shows where the others are (initials on that node
+// in the path, the outlines and the children).
+//
+// The socket is htmx's ws extension, like every other live part of Weft (the
+// generation streams, a batch's progress, the layout's dot): `ws-connect` on
+// #loom-live opens and reconnects it; this tree's messages are JSON, so they are taken
+// here (htmx:wsBeforeMessage) instead of being swapped. Nothing happens on import: the
+// tree page (static/weft/loom.js) and the graph page (loomgraph.js) call startLive().
+import { hooks } from "./hooks.js";
+
+// The events that re-read the whole reader: a generation started (its streams come
+// with the reader), a tag (the tag bar), a new role (the controls).
+export const WHOLE = new Set(["generating", "tags"]);
+
+// What a page does with a tree event (pure: tests/js/test_loomlive.js). `page` says
+// what the page is: its client id, the node its reader shows, shows(id) for a node id
+// anywhere on it, busy() while its user has something unsaved, graph when the page is
+// the graph (it re-reads the whole tree). The answer: "ignore" (this page's own
+// change, already shown, or nodes it does not show), "graph", "wait" (behind the
+// button), or "refresh" with `whole` (re-read the reader) or `html` (the parts the
+// socket brought, only when they are for the node shown; "" asks the server for them).
+export function plan(msg, page) {
+  if (msg.own) return { act: "ignore" };  // this page's own change (the server knows its id)
+  if (page.graph) return { act: "graph" };
+  if (page.node === null || !(msg.ids || []).some((id) => page.shows(id))) return { act: "ignore" };
+  if (page.busy()) return { act: "wait" };
+  const whole = WHOLE.has(msg.event);
+  const html = !whole && msg.html && String(msg.node) === String(page.node) ? msg.html : "";
+  return { act: "refresh", whole, html };
+}
+
+// `unsaved()`: the tree page's text has changes not yet saved (loom.js); `graph`: the
+// graph page's reload(), for any change to the tree.
+export function startLive({ unsaved = () => false, graph = null } = {}) {
   const bar = document.getElementById("loom-live");
-  if (!bar || !window.WebSocket) return;
+  if (!bar) return;
   const reader = () => document.getElementById("loom-reader");
   // This page's own id: its requests carry it, so the echo of its own changes is ignored.
   const client = (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
+  // The page's hook for tests and bench/loom_live.py (static/weft/hooks.js).
   const live = { client, updates: 0, applied: [], people: [], revoked: false };
-  window.weftLive = live;
+  hooks.live = live;
 
   document.addEventListener("htmx:configRequest", (ev) => {
     ev.detail.headers["X-Weft-Client"] = client;
@@ -29,7 +61,7 @@
   function busy() {
     const r = reader();
     if (!r) return false;
-    if (window.weftLoom && window.weftLoom.dirty()) return true;
+    if (unsaved()) return true;
     if (touched || r.querySelector("dialog[open]")) return true;
     const a = document.activeElement;
     return Boolean(a && r.contains(a) &&
@@ -52,11 +84,7 @@
 
   // --- applying an event ---------------------------------------------------------------------
   const urlOf = (r, id) => r.dataset.nodeUrl.replace(/\/0\/$/, `/${id}/`);
-  function shows(ids) {
-    const r = reader();
-    if (!r) return false;
-    return ids.some((id) => id === Number(r.dataset.node) || document.querySelector(`[data-id="${id}"]`));
-  }
+  const shows = (id) => id === Number(reader().dataset.node) || Boolean(document.querySelector(`[data-id="${id}"]`));
   let liveStatus = 0;
   document.addEventListener("htmx:afterRequest", (ev) => {
     if (ev.detail.pathInfo && /\/live\/$/.test(ev.detail.pathInfo.requestPath || "")) {
@@ -97,14 +125,12 @@
     live.applied.push({ started: t, done: performance.timeOrigin + performance.now(), via });
     bar.dataset.updates = String(live.updates);
   }
-  const WHOLE = new Set(["generating", "tags"]);
   function onEvent(msg) {
-    if (msg.own) return;  // this page's own change (the server knows its id): already shown
-    if (window.weftGraph) { window.weftGraph.reload(); return; }
-    if (!shows(msg.ids || [])) return;
-    if (busy()) { pending = msg; showWaiting(msg.name); return; }
-    const html = msg.html && String(msg.node) === reader().dataset.node ? msg.html : "";
-    refresh(WHOLE.has(msg.event), html);
+    const r = reader();
+    const step = plan(msg, { client, node: r ? r.dataset.node : null, shows, busy, graph: Boolean(graph) });
+    if (step.act === "graph") graph();
+    else if (step.act === "wait") { pending = msg; showWaiting(msg.name); }
+    else if (step.act === "refresh") refresh(step.whole, step.html);
   }
 
   // --- presence ---------------------------------------------------------------------------------
@@ -123,7 +149,6 @@
     });
     const people = document.getElementById("loom-people");
     if (people) people.replaceChildren();
-    const byNode = {};
     for (const p of live.people) {
       if (people) {
         const chip = document.createElement("span");
@@ -133,7 +158,6 @@
         people.append(chip);
       }
       if (!p.node) continue;
-      (byNode[p.node] = byNode[p.node] || []).push(p);
       const row = document.querySelector(`#loom-outline li[data-id="${p.node}"] > .oi-row`);
       if (row) mark(row, p);
       document.querySelectorAll(`.outline-list a.go[data-id="${p.node}"], #loom-children a.go[data-id="${p.node}"]`)
@@ -143,12 +167,10 @@
       if (seg) seg.dataset.here = (seg.dataset.here ? `${seg.dataset.here} ` : "") + p.initials;
     }
     bar.hidden = live.people.length === 0 && !document.getElementById("loom-update") && !live.revoked;
-    if (window.weftGraph && window.weftGraph.presence) window.weftGraph.presence(byNode);
   }
 
-  // --- the socket -------------------------------------------------------------------------------
+  // --- the socket (htmx's ws extension on the bar) --------------------------------------------
   let ws = null;
-  let retry = 500;
   let shownNode = null;
   function here(force) {
     const r = reader();
@@ -158,7 +180,8 @@
     shownNode = `${r.dataset.node}:${archived}`;
     ws.send(JSON.stringify({ here: Number(r.dataset.node), client, archived }));
   }
-  function revoked(text, keep) {
+  // `keep`: the socket was closed (too many, signed out) but the page may still be used.
+  function revoked(text, keep = false) {
     live.revoked = true;
     live.people = [];
     drawPresence();
@@ -171,28 +194,26 @@
     const r = reader();
     if (r && !keep) r.inert = true;  // nothing on it can be sent any more
   }
-  function connect() {
-    const scheme = location.protocol === "https:" ? "wss" : "ws";
-    ws = new WebSocket(`${scheme}://${location.host}${bar.dataset.liveUrl}`);
+  // The extension reconnects after a dropped connection (1006) or a server restart
+  // (1011-1013), not after the server's own close: a revoked page's (loom/consumers.py).
+  bar.addEventListener("htmx:wsOpen", (ev) => {
+    ws = ev.detail.event.target;
     live.socket = ws;
-    ws.addEventListener("open", () => { retry = 500; here(true); });
-    ws.addEventListener("message", (ev) => {
-      let msg;
-      try { msg = JSON.parse(ev.data); } catch (e) { return; }
-      if (msg.kind === "event") onEvent(msg);
-      else if (msg.kind === "presence") { live.people = msg.people || []; drawPresence(); }
-      else if (msg.kind === "role") { live.role = msg.role; touched = false; refresh(true); }
-      else if (msg.kind === "hello") live.role = msg.role;
-      else if (msg.kind === "revoked") revoked(msg.message);
-      else if (msg.kind === "closed") revoked(msg.message, true);  // too many, signed out
-    });
-    ws.addEventListener("close", () => {
-      live.closed = true;
-      if (live.revoked) return;
-      setTimeout(connect, retry);
-      retry = Math.min(retry * 2, 10000);
-    });
-  }
+    live.closed = false;
+    here(true);
+  });
+  bar.addEventListener("htmx:wsClose", () => { live.closed = true; });
+  bar.addEventListener("htmx:wsBeforeMessage", (ev) => {
+    ev.preventDefault();  // JSON, not fragments to swap
+    let msg;
+    try { msg = JSON.parse(ev.detail.message); } catch (e) { return; }
+    if (msg.kind === "event") onEvent(msg);
+    else if (msg.kind === "presence") { live.people = msg.people || []; drawPresence(); }
+    else if (msg.kind === "role") { live.role = msg.role; touched = false; refresh(true); }
+    else if (msg.kind === "hello") live.role = msg.role;
+    else if (msg.kind === "revoked") revoked(msg.message);
+    else if (msg.kind === "closed") revoked(msg.message, true);  // too many, signed out
+  });
   let seenReader = reader();
   document.addEventListener("htmx:afterSwap", (ev) => {
     // Only a reader actually replaced is fresh (a refused save swaps nothing: "none").
@@ -204,5 +225,4 @@
     drawPresence();
   });
   setInterval(() => here(true), 25000);  // presence expires without it (live.PRESENCE_TTL)
-  connect();
-})();
+}

@@ -1,7 +1,7 @@
 // Swagger UI (vendored from npm's swagger-ui-dist) over this server's own spec.
 document.addEventListener("DOMContentLoaded", () => {
   const root = document.getElementById("swagger-ui");
-  window.ui = SwaggerUIBundle({
+  SwaggerUIBundle({
     url: root.dataset.specUrl,
     dom_id: "#swagger-ui",
     deepLinking: true,

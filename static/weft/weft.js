@@ -1,18 +1,18 @@
 // Small page behaviours shared by every page. Generated text never passes
 // through innerHTML here: the server escapes it and htmx swaps the fragments.
-document.addEventListener("htmx:wsOpen", () => {
-  const dot = document.getElementById("live-dot");
-  if (dot) dot.classList.add("on");
-});
-document.addEventListener("htmx:wsClose", () => {
-  const dot = document.getElementById("live-dot");
-  if (dot) dot.classList.remove("on");
-});
+// The layout's dot follows its own socket (/ws/ping/), not a page's (a generation's
+// closes when it ends).
+for (const [name, on] of [["htmx:wsOpen", true], ["htmx:wsClose", false]]) {
+  document.addEventListener(name, (e) => {
+    const dot = document.getElementById("live-dot");
+    if (dot && e.target.contains(dot)) dot.classList.toggle("on", on);
+  });
+}
 
 // Copy to the clipboard (with a fallback for plain-http origins, where the
 // Clipboard API is missing). Any <button data-copy-target="id"> copies that
-// element's text; pages call weftCopy(text, button) for anything else.
-async function weftCopy(text, button) {
+// element's text; pages import copy(text, button) for anything else.
+export async function copy(text, button) {
   try {
     await navigator.clipboard.writeText(text);
   } catch {
@@ -29,7 +29,7 @@ async function weftCopy(text, button) {
 }
 document.addEventListener("click", (e) => {
   const b = e.target.closest("[data-copy-target]");
-  if (b) weftCopy(document.getElementById(b.dataset.copyTarget).textContent, b);
+  if (b) copy(document.getElementById(b.dataset.copyTarget).textContent, b);
 });
 
 // Plain view: the token views' colours off (or on) at once on this page, and saved for

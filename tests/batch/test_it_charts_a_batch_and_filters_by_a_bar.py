@@ -24,7 +24,7 @@ def _click_bar(page, figure, index: int) -> None:
     over = figure.locator(".u-over")
     over.scroll_into_view_if_needed()
     x = page.evaluate(
-        "([id, i]) => weftCharts.entry(id).u.valToPos(i, 'x')", [figure.get_attribute("id"), index]
+        "([id, i]) => weft.charts.entry(id).u.valToPos(i, 'x')", [figure.get_attribute("id"), index]
     )
     over.click(position={"x": x, "y": over.bounding_box()["height"] - 3})
 
@@ -91,7 +91,7 @@ def test_it_charts_a_batch_and_filters_by_a_bar(
     )
     assert _shown_items(page) == expected[:25]
     fid = length.get_attribute("id")
-    assert page.evaluate("id => weftCharts.entry(id).selected", fid) == tallest
+    assert page.evaluate("id => weft.charts.entry(id).selected", fid) == tallest
     expect(length.locator(".chart-readout")).to_contain_text("Table filtered to")
     page.screenshot(path=str(artifacts_dir / "batch-histogram-filtered.png"))
 
@@ -107,10 +107,10 @@ def test_it_charts_a_batch_and_filters_by_a_bar(
     )
     assert _shown_items(page) == expected[:25]
     # The other chart's bar is let go once the filtered table has been swapped in.
-    page.wait_for_function("id => weftCharts.entry(id).selected == null", arg=fid)
+    page.wait_for_function("id => weft.charts.entry(id).selected == null", arg=fid)
 
     page.locator("#batch-filter").get_by_role("link", name="show all").click()
     expect(page.locator("#batch-filter")).to_have_count(0)
     assert len(_shown_items(page)) == 24
-    assert page.evaluate("id => weftCharts.entry(id).selected", mean.get_attribute("id")) is None
+    assert page.evaluate("id => weft.charts.entry(id).selected", mean.get_attribute("id")) is None
     assert errors == []  # no script error on the way

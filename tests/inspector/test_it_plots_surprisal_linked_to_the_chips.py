@@ -55,7 +55,9 @@ def test_it_plots_surprisal_linked_to_the_chips(
 
     # Chip → chart: hovering a chip puts the cursor on its point.
     chips.nth(7).hover()
-    assert page.evaluate("id => weftCharts.entry(id).u.cursor.idx", figure.get_attribute("id")) == 7
+    assert (
+        page.evaluate("id => weft.charts.entry(id).u.cursor.idx", figure.get_attribute("id")) == 7
+    )
     expect(readout).to_contain_text("token position 7")
     assert "chart-hit" in chips.nth(7).get_attribute("class")
 

@@ -15,7 +15,7 @@ from tests.loom.test_it_browser_loom import reader_at
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 OVERLAPS = """() => {
-  const b = window.weftGraph.boxes().sort((p, q) => p.x - q.x);
+  const b = window.weft.graph.boxes().sort((p, q) => p.x - q.x);
   let bad = 0;
   for (let i = 0; i < b.length; i++) {
     for (let j = i + 1; j < b.length && b[j].x < b[i].x + b[i].w; j++) {
@@ -44,23 +44,23 @@ def test_it_fits_the_pyloom_demo_in_one_screen(loom_stack, make_user, page, logi
     # Opens centred on the current node, readable, with the minimap showing where.
     current = Tree.objects.get(pk=tree.pk).current_id
     box = canvas.bounding_box()
-    at = page.evaluate(f"window.weftGraph.screenOf({current})")
+    at = page.evaluate(f"window.weft.graph.screenOf({current})")
     assert abs(at["x"] - box["width"] / 2) < 4 and abs(at["y"] - box["height"] / 2) < 4
     assert int(canvas.get_attribute("data-labelled")) > 0
     mini = page.locator("#loom-minimap")
     expect(mini).to_be_visible()
     page.screenshot(path=artifacts_dir / "loom-graph-demo-open.png")
     # A click on the minimap moves the view there.
-    was = page.evaluate("window.weftGraph.view()")
+    was = page.evaluate("window.weft.graph.view()")
     mini.click(position={"x": 210, "y": 10})
-    now = page.evaluate("window.weftGraph.view()")
+    now = page.evaluate("window.weft.graph.view()")
     assert now["x"] > was["x"] and now["y"] < was["y"]
     page.get_by_role("button", name="Back to the current node").click()
 
     page.get_by_role("button", name="Fit the whole tree").click()
     expect(canvas).to_have_attribute("data-drawn", "764")
-    boxes = page.evaluate("window.weftGraph.boxes()")
-    assert len(boxes) == 764 and page.evaluate("window.weftGraph.folds()") == 0
+    boxes = page.evaluate("window.weft.graph.boxes()")
+    assert len(boxes) == 764 and page.evaluate("window.weft.graph.folds()") == 0
     assert min(b["w"] for b in boxes) >= 8 and min(b["h"] for b in boxes) >= 8
     inside = [b for b in boxes if b["x"] >= 0 and b["y"] >= 0
               and b["x"] + b["w"] <= box["width"] and b["y"] + b["h"] <= box["height"]]  # fmt: skip
@@ -94,7 +94,7 @@ def test_it_fits_a_35_node_tree_with_every_label(
     page.get_by_role("button", name="Fit the whole tree").click()
     expect(canvas).to_have_attribute("data-drawn", "35")
     expect(canvas).to_have_attribute("data-labelled", "35")  # every box shows its first words
-    boxes = page.evaluate("window.weftGraph.boxes()")
+    boxes = page.evaluate("window.weft.graph.boxes()")
     assert min(b["h"] for b in boxes) >= 14 and min(b["w"] for b in boxes) >= 80
     assert page.evaluate(OVERLAPS) == 0
     expect(page.locator("#graph-models")).to_contain_text("scripted")
@@ -130,14 +130,14 @@ def test_it_folds_a_long_chain_and_opens_it(loom_stack, make_user, make_tree, pa
     login(base, "chains")
     canvas = open_graph(page, base, tree)
     # The chain's inner nodes are one box; the rest of the tree has room to read.
-    assert page.evaluate("window.weftGraph.folds()") == 1
+    assert page.evaluate("window.weft.graph.folds()") == 1
     page.get_by_role("button", name="Fit the whole tree").click()
     assert int(canvas.get_attribute("data-drawn")) < 10
     # The fold opens on a click: every node is its own box again.
     page.get_by_role("button", name="Fit the whole tree").click()
-    at = page.evaluate(f"window.weftGraph.boxOf({chain[1].pk})")
+    at = page.evaluate(f"window.weft.graph.boxOf({chain[1].pk})")
     box = canvas.bounding_box()
     page.mouse.click(box["x"] + at["x"] + at["w"] / 2, box["y"] + at["y"] + at["h"] / 2)
-    assert page.evaluate("window.weftGraph.folds()") == 0
+    assert page.evaluate("window.weft.graph.folds()") == 0
     page.get_by_role("button", name="Fit the whole tree").click()
     expect(canvas).to_have_attribute("data-drawn", str(tree.nodes.count()))

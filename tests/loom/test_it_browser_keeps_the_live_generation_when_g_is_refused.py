@@ -12,6 +12,8 @@ from tests.loom.test_it_browser_loom import reader_at
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 
+# A refusal here is a 422 (the form's errors, swapped in), which Chromium logs.
+@pytest.mark.allow_console_errors(r"status of 422 \(Unprocessable Entity\)")
 def test_it_keeps_the_live_generation_when_g_is_refused(
     loom_stack, make_user, make_tree, page, login, artifacts_dir
 ):

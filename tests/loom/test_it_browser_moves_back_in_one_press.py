@@ -20,6 +20,8 @@ OVERLAPS = """(box) => {
 }"""
 
 
+# A refusal here is a 422 (the form's errors, swapped in), which Chromium logs.
+@pytest.mark.allow_console_errors(r"status of 422 \(Unprocessable Entity\)")
 def test_it_moves_with_one_history_entry_per_key(
     loom_stack, make_user, make_tree, page, login, artifacts_dir
 ):

@@ -92,7 +92,7 @@ def test_it_walks_the_outline_by_keyboard_and_click(
 
 def box_point(page, node_id):
     canvas = page.locator("#loom-graph").bounding_box()
-    at = page.evaluate(f"window.weftGraph.screenOf({node_id})")
+    at = page.evaluate(f"window.weft.graph.screenOf({node_id})")
     return canvas["x"] + at["x"], canvas["y"] + at["y"]
 
 
@@ -114,15 +114,15 @@ def test_it_goes_to_a_node_from_the_graph(
 
     # Zoom in with +, pan by dragging: the view changes, the boxes move with it.
     canvas.focus()
-    before = page.evaluate("window.weftGraph.view()")
+    before = page.evaluate("window.weft.graph.view()")
     page.keyboard.press("+")
-    assert page.evaluate("window.weftGraph.view()")["k"] > before["k"]
+    assert page.evaluate("window.weft.graph.view()")["k"] > before["k"]
     x, y = box_point(page, n["root"].pk)
     page.mouse.move(x + 300, y + 200)
     page.mouse.down()
     page.mouse.move(x + 200, y + 150, steps=5)
     page.mouse.up()
-    after = page.evaluate("window.weftGraph.view()")
+    after = page.evaluate("window.weft.graph.view()")
     assert after["x"] != before["x"] and after["y"] != before["y"]
     reader_at_graph = page.url
     assert "/graph/" in reader_at_graph  # a drag is not a click
@@ -169,11 +169,11 @@ def test_it_draws_only_what_is_in_view_at_10000_nodes(
     )
     drawn = int(canvas.get_attribute("data-drawn"))
     assert 50 < drawn < 2000, drawn
-    assert page.evaluate("window.weftGraph.folds()") > 0
-    assert min(b["h"] for b in page.evaluate("window.weftGraph.boxes()")) >= 8
+    assert page.evaluate("window.weft.graph.folds()") > 0
+    assert min(b["h"] for b in page.evaluate("window.weft.graph.boxes()")) >= 8
     page.screenshot(path=artifacts_dir / "loom-graph-10000-fit.png")
     # Every fold opened, every node is a box (the bench's worst case).
-    page.evaluate("window.weftGraph.openAll()")
+    page.evaluate("window.weft.graph.openAll()")
     expect(canvas).to_have_attribute("data-drawn", "10000")
     page.screenshot(path=artifacts_dir / "loom-graph-10000-all.png")
     page.get_by_role("button", name="Back to the current node").click()

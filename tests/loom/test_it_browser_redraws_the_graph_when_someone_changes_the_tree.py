@@ -23,8 +23,8 @@ def test_it_draws_a_members_new_node_without_a_reload(
     page.goto(f"{base}/loom/{tree.pk}/graph/")
     canvas = page.locator("#loom-graph")
     expect(canvas).to_have_attribute("data-ready", "true", timeout=20_000)
-    page.wait_for_function("window.weftLive && window.weftLive.socket.readyState === 1")
-    assert page.evaluate("window.weftGraph.boxes().length") == 2
+    page.wait_for_function("window.weft?.live?.socket?.readyState === 1")
+    assert page.evaluate("window.weft.graph.boxes().length") == 2
 
     client.force_login(editor)
     response = client.post(
@@ -33,6 +33,6 @@ def test_it_draws_a_members_new_node_without_a_reload(
     assert response.status_code == 200
     made = Node.objects.get(tree=tree, text=" two")
     expect(canvas).to_have_attribute("data-reloads", "1", timeout=5_000)
-    assert page.evaluate("window.weftGraph.boxes().length") == 3
-    assert page.evaluate(f"window.weftGraph.boxOf({made.pk}) !== null")
+    assert page.evaluate("window.weft.graph.boxes().length") == 3
+    assert page.evaluate(f"window.weft.graph.boxOf({made.pk}) !== null")
     page.screenshot(path=artifacts_dir / "loom-together-graph.png")

@@ -10,6 +10,8 @@ from loom.models import TreeShare
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 
+# A refusal here is a 422 (the form's errors, swapped in), which Chromium logs.
+@pytest.mark.allow_console_errors(r"status of 422 \(Unprocessable Entity\)")
 def test_it_shares_a_tree_from_its_page(
     loom_stack, make_user, make_tree, page, login, artifacts_dir
 ):

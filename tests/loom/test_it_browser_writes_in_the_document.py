@@ -49,6 +49,8 @@ def main_box(page):
     return box["x"], box["y"], box["width"]
 
 
+# A refusal here is a 422 (the form's errors, swapped in), which Chromium logs.
+@pytest.mark.allow_console_errors(r"status of 422 \(Unprocessable Entity\)")
 def test_it_writes_generates_and_navigates_in_the_text(
     loom_stack, make_user, page, login, artifacts_dir
 ):

@@ -66,7 +66,7 @@ def test_it_plots_each_samples_probabilities(
     expect(hit).to_have_count(1)
     at = int(hit.get_attribute("data-i"))
     ids = [figures.nth(i).get_attribute("id") for i in range(3)]
-    cursor = "id => weftCharts.entry(id).u.cursor.idx"
+    cursor = "id => weft.charts.entry(id).u.cursor.idx"
     index = entries[0]["x"].index(at)
     assert [page.evaluate(cursor, fid) for fid in ids] == [index] * 3
     expect(figures.nth(0).locator(".chart-readout")).to_contain_text(f"token {at}")

@@ -8,7 +8,7 @@ class ApiConfig(AppConfig):
     def ready(self) -> None:
         # Registers the jobs' executor with the door and their end-of-run receiver, and
         # the requests' lease check with the door's release sweep.
-        from api import jobs, ledger  # noqa: F401
+        from api import executor, jobs, ledger  # noqa: F401
         from api.errors import ERRORS
         from core import metrics
 

@@ -15,9 +15,10 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from loom import access, sql, views
+from loom import access, sql
 from loom.access import tree_for
 from loom.models import Node, Tree
+from loom.shortcuts import SHOW_ARCHIVED, owned_node
 from loom.sql import NODE_TABLE
 
 # The outline opens the path to the current node, this many levels above it at
@@ -168,14 +169,14 @@ def outline_children(request, tree_id: int, node_id: int):
     """The children of one outline item, opened by the user (lazily: the
     outline never holds the whole tree)."""
     tree = tree_for(request, tree_id, "view")
-    node = views.owned_node(tree, node_id)
+    node = owned_node(tree, node_id)
     level = request.GET.get("level", "")
     level = (
         min(int(level), sql.MAX_DEPTH)
         if level.isascii() and level.isdigit() and len(level) < 8
         else 1
     )
-    rows = _children_of([node.pk], request.session.get(views.SHOW_ARCHIVED, False), set())
+    rows = _children_of([node.pk], request.session.get(SHOW_ARCHIVED, False), set())
     items = [_item(r, level + 1) for r in rows[:OUTLINE_CHILDREN]]
     ctx = {
         "tree": tree,

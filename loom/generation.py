@@ -244,7 +244,10 @@ def attach_expansions_with(attach_finished: Callable[[Generation], list[Node] | 
 def target_node(g) -> Node | None:
     """The node a generation was asked under (its target), if it is still in its tree."""
     target = g.target or {}
-    return Node.objects.filter(pk=target.get("parent"), tree_id=target.get("tree")).first()
+    parent, tree = target.get("parent"), target.get("tree")
+    if parent is None or tree is None:
+        return None
+    return Node.objects.filter(pk=parent, tree_id=tree).first()
 
 
 def target_parent(g) -> Node | None:

@@ -5,6 +5,8 @@ the tree through loom.access.tree_for()."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.db import transaction
 from django.http import Http404
@@ -114,7 +116,7 @@ def code(request, tree_id: int, node_id: int):
 def generate(request, tree_id: int, node_id: int):
     tree = tree_for(request, tree_id, "edit")
     node = owned_node(tree, node_id)
-    ctx = {"tree": tree, "node": node}
+    ctx: dict[str, Any] = {"tree": tree, "node": node}
     try:
         bodies = gen.params_for_models(tree, request.POST)
         with transaction.atomic():  # a refusal keeps neither the defaults nor the memory
@@ -192,9 +194,9 @@ def expansion(request, tree_id: int, expansion_id: int):
     children of the node being read and the whole-tree outline, which it grows."""
     tree = tree_for(request, tree_id, "view")
     shown = growing.settle_if_done(_owned_expansion(tree, expansion_id))
-    node = Node.objects.filter(pk=int_or_404(request.GET.get("node", "0") or "0"), tree=tree)
+    node_id = int_or_404(request.GET.get("node", "0") or "0")
     ctx: dict = {"tree": tree, "x": shown, "oob": True}
-    node = node.first()
+    node = Node.objects.filter(pk=node_id, tree=tree).first()
     seen = request.GET.get("seen", "")
     # The children and the outline only when nodes came since the page last asked (they
     # are re-rendered whole; the outline's focus should not be taken every second).

@@ -4,6 +4,8 @@ loom.access.tree_for()."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
+
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.core.handlers.asgi import ASGIRequest
@@ -30,7 +32,7 @@ def trees(request):
         tree = Tree.objects.create_from_prompt(
             request.user, form.cleaned_data["prompt"], title=form.cleaned_data["title"]
         )
-        return redirect(node_url(tree.current_id, tree))
+        return redirect(node_url(tree.current_id or tree.root.pk, tree))
     search = SearchForm(request.GET)
     q = search.cleaned_data["q"].strip() if search.is_valid() else ""
     whole = search.is_valid() and search.cleaned_data["whole"]
@@ -116,7 +118,7 @@ def tree_import(request):
     messages.success(
         request, f"Imported {', '.join('“' + t.title + '”' for t in made)} ({upload.name})."
     )
-    return redirect(node_url(made[0].current_id, made[0]))
+    return redirect(node_url(made[0].current_id or made[0].root.pk, made[0]))
 
 
 @require_GET
@@ -144,19 +146,19 @@ def export(request, tree_id: int, fmt: str):
     if isinstance(request, ASGIRequest):
         # Under ASGI a sync iterator would be read whole into a list before
         # sending; pull it chunk by chunk in the request's DB thread instead.
-        chunks = _aiter(chunks)
-    response = StreamingHttpResponse(chunks, content_type=content_type)
+        response = StreamingHttpResponse(_aiter(chunks), content_type=content_type)
+    else:
+        response = StreamingHttpResponse(chunks, content_type=content_type)
     name = "".join(c if c.isalnum() or c in "-_" else "-" for c in tree.title)[:60] or "tree"
     response["Content-Disposition"] = f'attachment; filename="{name}.{suffix}"'
     return response
 
 
-async def _aiter(chunks):
-    done = object()
-    pull = sync_to_async(lambda: next(chunks, done), thread_sensitive=True)
+async def _aiter(chunks: Iterator[str]) -> AsyncIterator[str]:
+    pull = sync_to_async(lambda: next(chunks, None), thread_sensitive=True)
     buffer: list[str] = []
     size = 0
-    while (chunk := await pull()) is not done:
+    while (chunk := await pull()) is not None:
         buffer.append(chunk)
         size += len(chunk)
         if size >= 64 * 1024:  # fewer, larger writes

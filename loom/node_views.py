@@ -25,7 +25,7 @@ from loom.forms import TagForm, TextForm
 from loom.generation_views import save_context
 from loom.models import LoomError, Node, Rating, Stale, Tree, WriteMode
 from loom.reader_views import show_after, show_notice, show_reader, show_stale
-from loom.shortcuts import INVALID, cleaned, node_url, owned_node, whole_number
+from loom.shortcuts import INVALID, cleaned, node_or_none, node_url, owned_node, whole_number
 from loom.undo import redo_last, undo_last
 
 # What an action shows next: the node (None: the one acted on) and what the reader's
@@ -121,7 +121,7 @@ def _pick_alternative(request, tree: Tree, node: Node) -> Shown:
 
 def _expand(request, tree: Tree, node: Node) -> Shown:
     made = node.expand_alternatives(whole_number(request.POST.get("index"), "index"))
-    return Node.objects.get(pk=made[0].parent_id), NOTHING
+    return node_or_none(tree, made[0].parent_id), NOTHING
 
 
 def _hoist(request, tree: Tree, node: Node) -> Shown:
@@ -238,11 +238,7 @@ def _replay(request, tree_id: int, step, verb: str, nothing: str):
         done, error = None, str(exc)
     tree.refresh_from_db()
     focus_id = done[1] if done else None
-    node = (
-        Node.objects.filter(pk=focus_id, tree=tree).first()
-        or Node.objects.filter(pk=tree.current_id, tree=tree).first()
-        or tree.root
-    )
+    node = node_or_none(tree, focus_id) or node_or_none(tree, tree.current_id) or tree.root
     notice = f"{verb}: {done[0]}." if done else nothing
     if not request.htmx:
         if error:

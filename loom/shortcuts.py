@@ -24,6 +24,11 @@ def owned_node(tree: Tree, node_id: int) -> Node:
     return get_object_or_404(Node.objects.select_related("written_by"), pk=node_id, tree=tree)
 
 
+def node_or_none(tree: Tree, node_id: int | None) -> Node | None:
+    """The tree's node with that id, else None (gone, or no id)."""
+    return None if node_id is None else Node.objects.filter(pk=node_id, tree=tree).first()
+
+
 def node_url(node: Node | int, tree: Tree) -> str:
     node_id = node.pk if isinstance(node, Node) else node
     return reverse("loom:node", args=[tree.pk, node_id])

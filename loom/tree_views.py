@@ -117,7 +117,7 @@ def outline_context(tree: Tree, node: Node, *, show_archived: bool = False) -> d
     above = path[0][1] is not None  # the outline starts below the root
     path_ids = [row[0] for row in path]
     by_id = {row[0]: row for row in path}
-    kids: dict[int, list[Any]] = {}
+    kids: dict[int | None, list[Any]] = {}
     for child in _children_of(path_ids, show_archived, set(path_ids)):
         kids.setdefault(child.parent_id, []).append(child)
     top_id, _parent, text, author, bookmarked, _version = path[0]

@@ -105,8 +105,9 @@ def check_others_later_work(tree: Tree, entry, user) -> None:
     for other in later:
         touched = region.intersection(live.node_ids(other.data))
         if touched:
+            who = other.user.get_username() if other.user else "someone"
             raise LoomError(
-                f"Not undone ({entry.label}): {other.user.get_username()} has since changed "
+                f"Not undone ({entry.label}): {who} has since changed "
                 f"node {min(touched)} ({other.label}), which undoing it would remove or "
                 "write over. Nothing was changed."
             )

@@ -11,6 +11,7 @@ milliseconds (bench/loom_tree.py measures it)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -21,7 +22,7 @@ from core.tokens import chips_for, text_before
 from loom import sql
 from loom.models.choices import Author, Rating
 from loom.models.errors import LoomError, Stale
-from loom.models.queries import NodeQuerySet
+from loom.models.queries import NodeQuerySet, Segment
 from loom.models.tree import Tree
 
 TAG_MAX = 40
@@ -118,7 +119,7 @@ class Node(models.Model):
             return Node.objects.filter(pk=self.pk)
         return Node.objects.filter(parent_id=self.parent_id).order_by("position", "id")
 
-    def path(self) -> list[Node]:
+    def path(self) -> list[Segment]:
         return Node.objects.path_to(self)
 
     def full_text(self) -> str:
@@ -446,7 +447,7 @@ def node_record(node: Node) -> dict[str, Any]:
     )
 
 
-def node_record_from_values(values: dict) -> dict[str, Any]:
+def node_record_from_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """A JSON-safe dict of every column (datetimes as ISO strings)."""
     out = {}
     for key, value in values.items():

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 MODEL_COLOURS = 8
 
 
-class TreeQuerySet(models.QuerySet):
+class TreeQuerySet(models.QuerySet["Tree"]):
     def for_user(self, user) -> TreeQuerySet:
         return self.filter(owner=user)
 
@@ -86,6 +86,8 @@ class Tree(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = TreeQuerySet.as_manager()
+    # The requester's role, set on the tree loom.access.tree_for() hands a view.
+    role: str
 
     class Meta:
         ordering = ["-updated_at"]
@@ -131,7 +133,7 @@ class Tree(models.Model):
             hide_down=self.hide_down,
         )
         fields = self.nodes.model._meta.concrete_fields
-        columns = [f.column for f in fields if f.column not in ("id", "tree_id", "parent_id")]
+        columns = [str(f.column) for f in fields if f.column not in ("id", "tree_id", "parent_id")]
         cols = ", ".join(columns)
         src = ", ".join(f"n.{c}" for c in columns)
         with connection.cursor() as cur:

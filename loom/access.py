@@ -103,7 +103,7 @@ def tree_for(request: Any, tree_id: int, need: str = "view") -> Tree:
         if tree is None
         else _role_of(tree.owner_id, user.pk, tree.share_role, tree.via_link, tree.link_token)
     )
-    if role is None:
+    if tree is None or role is None:
         raise Http404("no such tree")
     if role not in _ALLOWED[need]:
         raise ReadOnly(_REFUSED[need])

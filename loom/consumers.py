@@ -39,7 +39,7 @@ _rendering: dict[str, asyncio.Future[str]] = {}
 
 
 def _render_parts(tree_id: int, node_id: int, archived: bool, stamp: float, role: str) -> str:
-    from loom.views import live_parts
+    from loom.reader_views import live_parts
 
     close_old_connections()
     try:
@@ -205,7 +205,7 @@ class TreeConsumer(OwnerConsumer):
         """From the cache, else rendered once in this process however many of its
         sockets ask at the same moment, in a thread of its own: the server's one thread
         for sync views is busy with the very request that made the change."""
-        from loom.views import live_key
+        from loom.reader_views import live_key
 
         key = live_key(self.tree_id, self.node or 0, self.archived, stamp, self.role)
         html = await sync_to_async(cache.get, thread_sensitive=False)(key)

@@ -37,7 +37,7 @@ class Context:
     @classmethod
     def from_record(cls, record: dict | None) -> Context:
         record = record if isinstance(record, dict) else {}
-        unit = record.get("unit") if record.get("unit") in (NEWLINES, TOKENS) else NEWLINES
+        unit = TOKENS if record.get("unit") == TOKENS else NEWLINES
         depth = record.get("depth")
         return cls(
             str(record.get("memory") or ""),

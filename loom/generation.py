@@ -5,6 +5,7 @@ child nodes exactly once."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -223,26 +224,38 @@ def materialize(generation) -> list[Node] | None:
     if generation.kind != KIND:
         return None
     if (generation.target or {}).get("expansion"):
-        from loom import expansion  # it builds on this module
-
-        return expansion.attach_finished(generation)
+        if _attach_expansion is None:
+            raise RuntimeError("loom.apps has not handed in loom.expansion.attach_finished")
+        return _attach_expansion(generation)
     return materialize_plain(generation)
+
+
+# An expansion's generation becomes nodes through loom/expansion.py's attach_finished.
+# That module builds on this one (it starts and attaches through it), so this one does
+# not import it back: loom/apps.py hands the function in at startup.
+_attach_expansion: Callable[[Generation], list[Node] | None] | None = None
+
+
+def attach_expansions_with(attach_finished: Callable[[Generation], list[Node] | None]) -> None:
+    global _attach_expansion  # set once, at startup
+    _attach_expansion = attach_finished
 
 
 def target_node(g) -> Node | None:
     """The node a generation was asked under (its target), if it is still in its tree."""
     target = g.target or {}
-    return Node.objects.filter(pk=target.get("parent"), tree_id=target.get("tree")).first()
+    parent, tree = target.get("parent"), target.get("tree")
+    if parent is None or tree is None:
+        return None
+    return Node.objects.filter(pk=parent, tree_id=tree).first()
 
 
 def target_parent(g) -> Node | None:
     """The node a generation's children go under, while its asker may still change
     that tree (owner or editor): a generation of someone whose share was revoked or
     downgraded meanwhile is left for their Recover, not added to the tree."""
-    from loom.access import can_edit, role_for
-
     parent = target_node(g)
-    if parent is None or not can_edit(role_for(g.owner, parent.tree_id)):
+    if parent is None or not access.can_edit(access.role_for(g.owner, parent.tree_id)):
         return None
     return parent
 

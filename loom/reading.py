@@ -159,7 +159,7 @@ def reader_context(
             "siblings": siblings[:NEIGHBOURS] if node.pk != top else [],
             "nav": {
                 "parent": (node.parent_id or "") if node.pk != top else "",
-                "child": (last_child or (children[0] if children else None)).pk if children else "",
+                "child": (last_child or children[0]).pk if children else "",
                 "prev": ids[at - 1] if at > 0 else "",
                 "next": ids[at + 1] if 0 <= at < len(ids) - 1 else "",
                 "root": top,

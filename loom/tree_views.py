@@ -15,9 +15,10 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from loom import access, sql, views
+from loom import access, sql
 from loom.access import tree_for
 from loom.models import Node, Tree
+from loom.shortcuts import SHOW_ARCHIVED, owned_node
 from loom.sql import NODE_TABLE
 
 # The outline opens the path to the current node, this many levels above it at
@@ -116,7 +117,7 @@ def outline_context(tree: Tree, node: Node, *, show_archived: bool = False) -> d
     above = path[0][1] is not None  # the outline starts below the root
     path_ids = [row[0] for row in path]
     by_id = {row[0]: row for row in path}
-    kids: dict[int, list[Any]] = {}
+    kids: dict[int | None, list[Any]] = {}
     for child in _children_of(path_ids, show_archived, set(path_ids)):
         kids.setdefault(child.parent_id, []).append(child)
     top_id, _parent, text, author, bookmarked, _version = path[0]
@@ -168,14 +169,14 @@ def outline_children(request, tree_id: int, node_id: int):
     """The children of one outline item, opened by the user (lazily: the
     outline never holds the whole tree)."""
     tree = tree_for(request, tree_id, "view")
-    node = views.owned_node(tree, node_id)
+    node = owned_node(tree, node_id)
     level = request.GET.get("level", "")
     level = (
         min(int(level), sql.MAX_DEPTH)
         if level.isascii() and level.isdigit() and len(level) < 8
         else 1
     )
-    rows = _children_of([node.pk], request.session.get(views.SHOW_ARCHIVED, False), set())
+    rows = _children_of([node.pk], request.session.get(SHOW_ARCHIVED, False), set())
     items = [_item(r, level + 1) for r in rows[:OUTLINE_CHILDREN]]
     ctx = {
         "tree": tree,

@@ -1,7 +1,8 @@
-"""Server-side undo and redo: every structural change logs an UndoEntry (Tree.log);
-undoing pops the newest one and runs its inverse from the registry below, under the
-tree's row lock, and keeps the inverse of that inverse as a RedoEntry, so redo is the
-same machinery run the other way. A new change clears the redo entries (Tree.log).
+"""Server-side undo and redo: every structural change logs an entry on the tree's undo
+stack (Tree.log, loom/models/history.py); undoing pops the newest one and runs its
+inverse from the registry below, under the tree's row lock, and pushes the inverse of
+that inverse onto the redo stack, so redo is the same machinery run the other way. A
+new change empties the redo stack (Tree.log).
 An inverse that would delete text nothing else keeps refuses instead.
 
 Each inverse returns (node id to show, the step that undoes it again): the second is
@@ -22,7 +23,7 @@ from loom import live
 from loom.models import (
     LoomError,
     Node,
-    RedoEntry,
+    Stack,
     Tree,
     UndoEntry,
     merge_nodes,
@@ -43,13 +44,13 @@ def undo_last(tree: Tree, user=None) -> tuple[str, int | None] | None:
     id to show) or None, or raises LoomError when the step would delete text nothing
     else keeps (the step is then dropped, so it does not block earlier ones) or
     someone else's later work (the step is kept: it may be undone once theirs is)."""
-    return _replay(tree, user, tree.undo_log, RedoEntry, "Not undone")
+    return _replay(tree, user, Stack.UNDO, Stack.REDO, "Not undone")
 
 
 def redo_last(tree: Tree, user=None) -> tuple[str, int | None] | None:
     """Do the user's last undone step again (its inverse goes back onto the undo
     log); None when there is nothing to redo."""
-    return _replay(tree, user, tree.redo_log, UndoEntry, "Not redone")
+    return _replay(tree, user, Stack.REDO, Stack.UNDO, "Not redone")
 
 
 def own_steps(tree: Tree, source, user):
@@ -104,20 +105,26 @@ def check_others_later_work(tree: Tree, entry, user) -> None:
     for other in later:
         touched = region.intersection(live.node_ids(other.data))
         if touched:
+            who = other.user.get_username() if other.user else "someone"
             raise LoomError(
-                f"Not undone ({entry.label}): {other.user.get_username()} has since changed "
+                f"Not undone ({entry.label}): {who} has since changed "
                 f"node {min(touched)} ({other.label}), which undoing it would remove or "
                 "write over. Nothing was changed."
             )
 
 
-def _replay(tree: Tree, user, source, into, refusal: str) -> tuple[str, int | None] | None:
+def _replay(
+    tree: Tree, user, source: Stack, into: Stack, refusal: str
+) -> tuple[str, int | None] | None:
+    """Pop the user's newest step of `source`, run its inverse and push the way back
+    onto `into`."""
     with transaction.atomic():
         tree.lock()
-        entry = own_steps(tree, source, user).select_for_update().order_by("-id").first()
+        steps = own_steps(tree, tree.history.filter(stack=source), user)
+        entry = steps.select_for_update().order_by("-id").first()
         if entry is None:
             return None
-        if source.model is UndoEntry:
+        if source == Stack.UNDO:
             check_others_later_work(tree, entry, user)
         try:
             with transaction.atomic():
@@ -128,9 +135,10 @@ def _replay(tree: Tree, user, source, into, refusal: str) -> tuple[str, int | No
         else:
             entry.delete()
             if back is not None:
-                # Straight into the other log: Tree.log would clear the redo entries.
-                into.objects.create(
-                    tree=tree, action=back[0], label=entry.label, data=back[1],
+                # Straight onto the other stack: Tree.log would empty the redo stack. A
+                # new row, not this one moved: the newest id is the next one popped.
+                UndoEntry.objects.create(
+                    tree=tree, stack=into, action=back[0], label=entry.label, data=back[1],
                     user_id=entry.user_id,
                 )  # fmt: skip
             tree.touch(sorted({*live.node_ids(entry.data), *([focus] if focus else [])}))

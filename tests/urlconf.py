@@ -107,7 +107,7 @@ def snapshot(user) -> str:
     from batch.models import Batch, BatchItem
     from completions.models import Generation, TokenBudget
     from feedback.models import BudgetRequest, Feedback
-    from loom.models import Expansion, Node, RedoEntry, Tree
+    from loom.models import Expansion, Node, Stack, Tree, UndoEntry
     from workbench.models import Draft, Preset, Run, Sample, SavedPrompt
 
     parts = [
@@ -127,7 +127,11 @@ def snapshot(user) -> str:
                 "note_unit",
             )
         ),
-        list(RedoEntry.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "label")),
+        list(
+            UndoEntry.objects.filter(tree__owner=user, stack=Stack.REDO)
+            .order_by("pk")
+            .values_list("pk", "label")
+        ),
         list(Expansion.objects.filter(tree__owner=user).order_by("pk").values_list("pk", "state")),
         list(
             Node.objects.filter(tree__owner=user)

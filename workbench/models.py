@@ -297,45 +297,42 @@ class Sample(models.Model):
         }
 
 
-class Preset(models.Model):
+class NamedParams(models.Model):
+    """What a Preset and a SavedPrompt share: a user's named parameter set, one name
+    per user and kind, listed by name. The owner is each one's own (its reverse name
+    differs); so is the name's length."""
+
+    name = models.CharField(max_length=200)
+    params = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="%(class)s_owner_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Preset(NamedParams):
     """A named parameter set (everything but the prompt)."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workbench_presets"
     )
     name = models.CharField(max_length=100)
-    params = models.JSONField(default=dict)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.UniqueConstraint(fields=["owner", "name"], name="preset_owner_name_unique")
-        ]
-
-    def __str__(self) -> str:
-        return self.name
 
 
-class SavedPrompt(models.Model):
+class SavedPrompt(NamedParams):
     """A named prompt with its settings; opening it fills the editor."""
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workbench_prompts"
     )
-    name = models.CharField(max_length=200)
     prompt = models.TextField(blank=True)
-    params = models.JSONField(default=dict)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.UniqueConstraint(fields=["owner", "name"], name="savedprompt_owner_name_unique")
-        ]
-
-    def __str__(self) -> str:
-        return self.name
 
     @property
     def body(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from completions import kit, lifecycle, pipeline
+from completions import code, kit, lifecycle, pipeline
 from completions.budget import BudgetRefused, usage_summary
 from completions.client import count_tokens, get_model, list_models
 from completions.errors import BackendError
@@ -26,7 +26,7 @@ from core.forms import first_error
 from core.shortcuts import int_or_404
 from core.tokens import chips_for, chips_html
 from loom.models import Tree
-from workbench import code, drafts
+from workbench import drafts
 from workbench.display import LEGEND, sample_views
 from workbench.drafts import DraftForm
 from workbench.forms import PresetForm, SavedPromptForm, SaveForm

@@ -160,9 +160,9 @@ def pyloom_json(tree: Tree) -> Iterator[str]:
         keys.append(key)
     yield "]}" * len(keys)
     top = _pyloom_top(tree)
-    current = Node.objects.filter(pk=tree.current_id, tree=tree).values("id", "source_id").first()
-    if current:
-        top["selected_node_id"] = current["source_id"] or f"weft-{current['id']}"
+    current = _current_key(tree)
+    if current is not None:
+        top["selected_node_id"] = current
     for key, value in top.items():
         yield "," + _dump(key) + ":" + _dump(value)
     yield "}\n"
@@ -206,6 +206,8 @@ def _flat_walk(tree: Tree, select: str) -> Iterator[tuple[str, str | None, tuple
 
 
 def _current_key(tree: Tree) -> str | None:
+    if tree.current_id is None:
+        return None
     row = Node.objects.filter(pk=tree.current_id, tree=tree).values("id", "source_id").first()
     return (row["source_id"] or f"weft-{row['id']}") if row else None
 

@@ -185,12 +185,12 @@ def _glance(events: Events, key: str) -> Any:
                 events.skip()
             notes = notes + 1 if notes >= 0 and found else -1
         return Glance("start_map", notes=max(notes, 0))
-    wanted, found = _LOOKED_INTO[key], set()
+    wanted, looked = _LOOKED_INTO[key], set()
     for inner in events.keys(f"'{key}'"):
         if inner in wanted:
-            found.add(inner)
+            looked.add(inner)
         events.skip()
-    return Glance("start_map", frozenset(found))
+    return Glance("start_map", frozenset(looked))
 
 
 def detect_early(head: dict[str, Any]) -> bool:

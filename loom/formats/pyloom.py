@@ -119,9 +119,9 @@ def _pyloom_record(frame: _Frame, where: str, by_source: dict[str, str]) -> Rec:
     tags = node.get("tags") or []
     if not isinstance(tags, list):
         raise ImportRefused(f"{where}.tags ({label}) must be a list.")
-    meta = node.get("meta") if isinstance(node.get("meta"), dict) else {}
+    meta: dict = node["meta"] if isinstance(node.get("meta"), dict) else {}
     is_model = meta.get("source") == "AI" or "generation" in node
-    gen = node.get("generation") if isinstance(node.get("generation"), dict) else {}
+    gen: dict = node["generation"] if isinstance(node.get("generation"), dict) else {}
     fields = {}
     if is_model:
         fields = {

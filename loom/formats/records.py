@@ -64,7 +64,8 @@ def json_kind(value: Any) -> str:
         return "true or false"
     if isinstance(value, int | float):
         return "a number"
-    return {str: "a string", dict: "an object", list: "a list"}.get(type(value), "a value")
+    names: dict[type, str] = {str: "a string", dict: "an object", list: "a list"}
+    return names.get(type(value), "a value")
 
 
 def as_str(value: Any, what: str, *, allow_none: bool = False) -> str:

@@ -3,7 +3,7 @@ time, each written as read), and the node record both Weft formats share."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from loom.context import MAX_DEPTH
 from loom.formats.jsonstream import Events
@@ -38,11 +38,12 @@ def _weft_field(key: str, name: str, value: Any) -> Any:
     kind, low, high = _WEFT_FIELDS[name]
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ImportRefused(f"Node {key!r}: {name} must be {_KIND_NAMES[kind]}.")
-    if kind is int and not low <= value <= high:
+    value = cast(Any, value)  # isinstance() with a type from a variable narrows it to object
+    if kind is int and low is not None and high is not None and not low <= value <= high:
         raise ImportRefused(f"Node {key!r}: {name} must be between {low:,} and {high:,}.")
     if name == "rating" and value == 0:
         return None  # no rating
-    if kind is str and len(value) > high:
+    if kind is str and high is not None and len(value) > high:
         raise ImportRefused(f"Node {key!r}: {name} is longer than {high} characters.")
     if name == "logprobs":
         _check_logprobs(key, value)

@@ -8,7 +8,7 @@ from django.urls import URLPattern, reverse
 
 from completions.models import Generation
 from loom import access
-from loom.models import Expansion, LinkGrant, Node, RedoEntry, Tree, TreeShare, UndoEntry
+from loom.models import Expansion, LinkGrant, Node, Tree, TreeShare, UndoEntry
 from loom.urls import urlpatterns
 
 pytestmark = pytest.mark.django_db
@@ -86,8 +86,7 @@ def snapshot(tree) -> tuple:
         list(Tree.objects.filter(pk=tree.pk).values()),
         Tree.objects.count(),
         list(Node.objects.filter(tree_id=tree.pk).order_by("id").values()),
-        list(UndoEntry.objects.filter(tree_id=tree.pk).values_list("id", flat=True)),
-        list(RedoEntry.objects.filter(tree_id=tree.pk).values_list("id", flat=True)),
+        list(UndoEntry.objects.filter(tree_id=tree.pk).order_by("id").values_list("id", "stack")),
         list(TreeShare.objects.filter(tree_id=tree.pk).order_by("id").values()),
         list(LinkGrant.objects.filter(tree_id=tree.pk).order_by("id").values()),
         list(Expansion.objects.filter(tree_id=tree.pk).values()),

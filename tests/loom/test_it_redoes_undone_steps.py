@@ -5,7 +5,7 @@ import pytest
 
 from completions.models import Generation
 from loom import generation as gen
-from loom.models import Author, Node, RedoEntry
+from loom.models import Author, Node
 from loom.undo import redo_last, undo_last
 from tests.loom.conftest import tree_shape
 
@@ -88,9 +88,9 @@ def test_it_ends_the_redo_with_a_new_change(client, make_tree):
     tree = make_tree(prompt="Root")
     tree.root.add_child(" A")
     undo_last(tree)
-    assert RedoEntry.objects.filter(tree=tree).count() == 1
+    assert tree.redo_log.count() == 1
     tree.root.add_child(" B")
-    assert not RedoEntry.objects.filter(tree=tree).exists()
+    assert not tree.redo_log.exists()
     assert redo_last(tree) is None
 
     client.force_login(tree.owner)
@@ -108,4 +108,4 @@ def test_it_redoes_only_in_ones_own_trees(client, make_tree, make_user):
     undo_last(tree)
     client.force_login(make_user())
     assert client.post(f"/loom/{tree.pk}/redo/").status_code == 404
-    assert RedoEntry.objects.filter(tree=tree).count() == 1
+    assert tree.redo_log.count() == 1

@@ -3,6 +3,7 @@ an environment variable through config.env's typed readers; README.md has the
 table of variables."""
 
 import os
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -306,7 +307,7 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 WEFT_LOG_FORMAT = env_str("WEFT_LOG_FORMAT", "plain")
 if WEFT_LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"WEFT_LOG_FORMAT={WEFT_LOG_FORMAT!r}: expected plain or json")
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"context": {"()": "core.logs.ContextFilter"}},

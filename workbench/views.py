@@ -20,7 +20,7 @@ from completions.client import count_tokens, get_model, list_models
 from completions.errors import BackendError
 from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
-from core.shortcuts import int_or_404, own_generation
+from core.shortcuts import HtmxRequest, int_or_404, own_generation
 from core.tokens import chips_for, chips_html
 from loom.forms import first_error
 from loom.models import Tree
@@ -106,7 +106,7 @@ def _budget(request: HttpRequest) -> dict[str, int]:
 
 def result_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
     body = generation.params or {}
-    saved = generation.runs.filter(owner=request.user).order_by("-pk").first()
+    saved = generation.runs.filter(owner_id=request.user.pk).order_by("-pk").first()
     return {
         "generation": generation,
         "form_id": f"save-{generation.pk}",
@@ -152,8 +152,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
         shown = [opened.pk, *(i for i in shown if i != opened.pk)]
     context = {
         **params_context(values, models, model_error),
-        "presets": Preset.objects.filter(owner=request.user),
-        "saved_prompts": SavedPrompt.objects.filter(owner=request.user),
+        "presets": Preset.objects.filter(owner_id=request.user.pk),
+        "saved_prompts": SavedPrompt.objects.filter(owner_id=request.user.pk),
         "budget": _budget(request),
         "recoverable": Generation.objects.recoverable(request.user).filter(kind__in=KINDS).count(),
         "token_legend": LEGEND,
@@ -171,9 +171,10 @@ def _own_or_404(model: type, request: HttpRequest, pk: str) -> Any:
 def _run_blocks(request: HttpRequest, ids: list[int]) -> list[str]:
     """The runs the draft shows, newest first, each rendered as the page shows a run."""
     by_id = {
-        g.pk: g for g in Generation.objects.filter(owner=request.user, pk__in=ids, kind__in=KINDS)
+        g.pk: g
+        for g in Generation.objects.filter(owner_id=request.user.pk, pk__in=ids, kind__in=KINDS)
     }
-    blocks = []
+    blocks: list[str] = []
     for pk in ids:
         if (generation := by_id.get(pk)) is not None:
             generation = lifecycle.check_alive(generation)
@@ -324,7 +325,7 @@ def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
 
 
 @require_POST
-def save(request: HttpRequest, generation_id: int) -> HttpResponse:
+def save(request: HtmxRequest, generation_id: int) -> HttpResponse:
     generation = own_generation(request, generation_id, *KINDS)
     if not generation.is_terminal:
         return render(request, f"{RESULTS}#save_error", {"message": "Wait for the run to end."})
@@ -368,7 +369,7 @@ def open_in_loom(request: HttpRequest) -> HttpResponse:
 
 
 def _presets(request: HttpRequest, **extra: Any) -> HttpResponse:
-    context = {"presets": Preset.objects.filter(owner=request.user), **extra}
+    context = {"presets": Preset.objects.filter(owner_id=request.user.pk), **extra}
     return render(request, f"{PAGE}#presets", context)
 
 
@@ -394,7 +395,7 @@ def preset_save(request: HttpRequest) -> HttpResponse:
     if isinstance(saving, str):
         return _presets(request, preset_error=saving)
     name, data = saving
-    Preset.objects.update_or_create(owner=request.user, name=name, defaults={"params": data})
+    Preset.objects.update_or_create(owner_id=request.user.pk, name=name, defaults={"params": data})
     return _presets(request, preset_message=f"Saved preset “{name}”.")
 
 
@@ -413,7 +414,7 @@ def preset_delete(request: HttpRequest, preset_id: int) -> HttpResponse:
 
 
 def _prompts(request: HttpRequest, **extra: Any) -> HttpResponse:
-    context = {"saved_prompts": SavedPrompt.objects.filter(owner=request.user), **extra}
+    context = {"saved_prompts": SavedPrompt.objects.filter(owner_id=request.user.pk), **extra}
     return render(request, f"{PAGE}#saved_prompts", context)
 
 
@@ -425,7 +426,7 @@ def prompt_save(request: HttpRequest) -> HttpResponse:
         return _prompts(request, prompt_error=saving)
     name, data = saving
     SavedPrompt.objects.update_or_create(
-        owner=request.user,
+        owner_id=request.user.pk,
         name=name,
         defaults={"prompt": form.cleaned_data["prompt"], "params": data},
     )

@@ -18,8 +18,9 @@ application = ProtocolTypeRouter(
     {
         # /v1 never reaches Django's middleware (see api/asgi.py); it limits its own bodies.
         # The rest: the cap before Django, which reads (and spools to disk) a whole body
-        # before any view.
-        "http": V1Router(RequestBodyLimitMiddleware(django_asgi_app)),
+        # before any view. (django-stubs types Django's `send` as taking any Mapping,
+        # core.middleware's as taking the dict messages Django actually sends.)
+        "http": V1Router(RequestBodyLimitMiddleware(django_asgi_app)),  # type: ignore[arg-type]
         # Only this site's own pages (scheme, host and port: core.middleware.same_origin).
         "websocket": WebSocketOriginMiddleware(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))

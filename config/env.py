@@ -9,6 +9,7 @@ check the environment before any service starts.
 import os
 import re
 from pathlib import Path
+from typing import TypedDict
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -159,7 +160,16 @@ def check_http_url(name: str, url: str) -> str:
     return url.rstrip("/")
 
 
-def env_backends(name: str) -> list[dict]:
+class BackendEntry(TypedDict):
+    """One WEFT_BACKENDS entry, checked; completions.routing builds its Backend from it."""
+
+    name: str
+    url: str  # "local", or an http(s) URL without its trailing slash
+    api_key: str
+    models: dict[str, str] | None
+
+
+def env_backends(name: str) -> list[BackendEntry]:
     """A JSON list of completion backends, each {"url": "http(s)://…/v1" or "local",
     "api_key": "…", "models": {"short-id": "upstream-model-id", …}, "name": "…"}; only
     url is required. Errors name the entry, never echo the value (it may hold keys)."""
@@ -178,7 +188,7 @@ def env_backends(name: str) -> list[dict]:
         raise bad("expected a JSON list of backends") from None
     if not isinstance(entries, list) or not entries:
         raise bad("expected a non-empty JSON list of backends")
-    backends = []
+    backends: list[BackendEntry] = []
     for number, entry in enumerate(entries, start=1):
         where = f"backend {number}"
         if not isinstance(entry, dict):
@@ -187,10 +197,18 @@ def env_backends(name: str) -> list[dict]:
         if unknown:
             raise bad(f"{where}: unknown key {sorted(unknown)[0]!r}")
         url = entry.get("url")
-        if url != "local":
+        if url == "local":
+            host = "local"
+        else:
             parts = urlsplit(url) if isinstance(url, str) else None
-            if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+            if (
+                not isinstance(url, str)
+                or parts is None
+                or parts.scheme not in ("http", "https")
+                or not parts.hostname
+            ):
                 raise bad(f'{where}: "url" must be an http(s):// URL or "local"')
+            host, url = parts.hostname, url.rstrip("/")
         for key in ("api_key", "name"):
             if not isinstance(entry.get(key, ""), str):
                 raise bad(f'{where}: "{key}" must be a string')
@@ -206,8 +224,8 @@ def env_backends(name: str) -> list[dict]:
             raise bad(f'{where}: "models" must map short ids to model names')
         backends.append(
             {
-                "name": entry.get("name") or (url if url == "local" else parts.hostname),
-                "url": url if url == "local" else url.rstrip("/"),
+                "name": entry.get("name") or host,
+                "url": url,
                 "api_key": entry.get("api_key", ""),
                 "models": models,
             }

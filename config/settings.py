@@ -4,6 +4,7 @@ table of variables."""
 
 import os
 from datetime import timedelta
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
@@ -399,7 +400,7 @@ SECURE_CSP = {
 WEFT_LOG_FORMAT = env_str("WEFT_LOG_FORMAT", "plain")
 if WEFT_LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"WEFT_LOG_FORMAT={WEFT_LOG_FORMAT!r}: expected plain or json")
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"context": {"()": "core.logs.ContextFilter"}},

@@ -76,7 +76,7 @@ def prepare(model: Model, req: CompletionRequest) -> Prepared:
         )
     limit = model.max_model_len
     defaulted = req.max_tokens is None
-    if defaulted:
+    if req.max_tokens is None:
         room = limit - longest
         if room < 1:
             raise ApiError(
@@ -88,7 +88,6 @@ def prepare(model: Model, req: CompletionRequest) -> Prepared:
         max_tokens = default_max_tokens(limit, longest)
     else:
         max_tokens = req.max_tokens
-        assert max_tokens is not None
         if longest + max_tokens > limit:
             raise ApiError(
                 f"This model's maximum context length is {limit} tokens. However, you "

@@ -118,6 +118,8 @@ class ScriptedModel(Model):
     run to max_tokens unless a stop string ends them.
     """
 
+    bos_id: int  # always <s>: the toy vocabulary has a BOS
+
     def __init__(
         self,
         model_id: str = "scripted",

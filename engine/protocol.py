@@ -137,4 +137,6 @@ def _sampling(params: CompletionParams) -> SamplingParams:
         "temperature top_p top_k min_p presence_penalty frequency_penalty repetition_penalty"
     ).split()
     given = {name: getattr(params, name) for name in names if getattr(params, name) is not None}
-    return SamplingParams(**{k: (v if k == "top_k" else float(v)) for k, v in given.items()})
+    # Any: the fields are float but top_k (int); SamplingParams' own types say which.
+    values: dict[str, Any] = {k: (v if k == "top_k" else float(v)) for k, v in given.items()}
+    return SamplingParams(**values)

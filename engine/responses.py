@@ -193,10 +193,11 @@ class CompletionResponse:
                 echoed = (pe.echo_logprobs or []) if (req.echo and pe) else []
                 logprobs, _ = logprobs_block(echoed + entries[index], 0)
             plp: Any = None
-            if pe is not None and isinstance(pe.prompt_logprobs, FullVocabRows):
-                full[index] = pe.prompt_logprobs
-            elif pe is not None and pe.prompt_logprobs is not None:
-                plp = fragment(pe.prompt_logprobs)
+            prompt_lp = pe.prompt_logprobs if pe is not None else None
+            if isinstance(prompt_lp, FullVocabRows):
+                full[index] = prompt_lp
+            elif prompt_lp is not None:
+                plp = fragment(prompt_lp)
             choices.append(
                 {
                     "index": index,

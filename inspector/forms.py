@@ -4,11 +4,14 @@ request time, so they are filled in by the view."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any, cast
 
 from django import forms
 from django.core.validators import MinValueValidator
 
 from completions.forms import CheckField, ParamField
+from completions.schema import ModelInfo
 from inspector.tokens import MAX_TOKEN_ID
 
 MAX_CHOICES = 16
@@ -40,10 +43,16 @@ class _ModelForm(forms.Form):
         initial=True,
     )
 
-    def __init__(self, *args, models=(), default_model=None, **kwargs):
+    def __init__(
+        self,
+        *args: Any,
+        models: Sequence[ModelInfo] = (),
+        default_model: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.models = {m.id: m for m in models}
-        self.fields["model"].choices = [(m.id, m.id) for m in models]
+        cast(forms.ChoiceField, self.fields["model"]).choices = [(m.id, m.id) for m in models]
         if default_model:
             self.fields["model"].initial = default_model
 
@@ -71,8 +80,9 @@ class ScoreForm(_ModelForm):
     )
     full_vocab = forms.BooleanField(label="Full vocabulary (entropy, exact rank)", required=False)
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         model = self.models.get(data.get("model") or "")
         k = data.get("k")
         if model is not None and k is not None and not data.get("full_vocab"):
@@ -99,7 +109,10 @@ class ScoreForm(_ModelForm):
 
 
 class ChoicesForm(_ModelForm):
-    prefix = forms.CharField(
+    # A field named like BaseForm.prefix (the form's own name prefix, str | None): Django's
+    # metaclass takes declared fields off the class, so that attribute is untouched, and
+    # templates reach this field as form["prefix"].
+    prefix = forms.CharField(  # type: ignore[assignment]
         label="Shared prefix", strip=False, widget=forms.Textarea(attrs={"rows": 3})
     )
     candidates = forms.CharField(
@@ -108,7 +121,7 @@ class ChoicesForm(_ModelForm):
         widget=forms.Textarea(attrs={"rows": 5}),
     )
 
-    def clean_candidates(self):
+    def clean_candidates(self) -> list[str]:
         lines = [line.rstrip("\r") for line in self.cleaned_data["candidates"].split("\n")]
         candidates = [line for line in lines if line.strip()]
         if len(candidates) < 2:
@@ -132,15 +145,24 @@ class CompareForm(_ModelForm):
         label="Prefix B", required=False, strip=False, widget=forms.Textarea(attrs={"rows": 2})
     )
 
-    def __init__(self, *args, models=(), default_model=None, **kwargs):
+    def __init__(
+        self,
+        *args: Any,
+        models: Sequence[ModelInfo] = (),
+        default_model: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, models=models, default_model=default_model, **kwargs)
         self.fields["model"].label = "Model A"
-        self.fields["model_b"].choices = self.fields["model"].choices
+        cast(forms.ChoiceField, self.fields["model_b"]).choices = cast(
+            forms.ChoiceField, self.fields["model"]
+        ).choices
         if default_model:
             self.fields["model_b"].initial = default_model
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if (
             data.get("model") == data.get("model_b")
             and data.get("prefix_a", "") == data.get("prefix_b", "")

@@ -150,8 +150,9 @@ def complete(
         raise UpstreamError("bad_response", "the answer holds no prompt_logprobs", 200, request_id)
     usage = _field(reader.tail, "usage", last=True)
     model = _field(reader.head, "model")
-    body = {
-        "model": model if isinstance(model, str) else "",
+    model_id = model if isinstance(model, str) else ""
+    body: dict[str, Any] = {
+        "model": model_id,
         "usage": usage if isinstance(usage, dict) else None,
         "choices": [
             {
@@ -163,7 +164,7 @@ def complete(
             }
         ],
     }
-    return Completion(body, request_id, body["model"], None)
+    return Completion(body, request_id, model_id, None)
 
 
 def _whole(reader: _Reader) -> Any:

@@ -16,6 +16,7 @@ import heapq
 import io
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -193,7 +194,7 @@ def _top1(alts: list[Alternative], full_vocab: bool) -> float | None:
 def rows_from_prompt_logprobs(
     prompt_logprobs: list[Any],
     *,
-    prompt_ids: list[int | None] | None = None,
+    prompt_ids: Sequence[int | None] | None = None,
     first_text: str = "",
     full_vocab: bool = False,
     k: int | None = None,
@@ -286,10 +287,9 @@ def build_rows(
     shows it as such."""
     if prompt_ids is None and tokenized is not None and len(tokenized) == len(prompt_logprobs):
         prompt_ids = tokenized
-    known = prompt_ids is not None
     ids: list[int | None] = (
         list(prompt_ids)
-        if known
+        if prompt_ids is not None
         else guess_actual_ids(prompt_logprobs, text=prompt_text, k=None if full_vocab else k)
     )
     rows = rows_from_prompt_logprobs(
@@ -390,6 +390,8 @@ def delta_bucket(delta: float | None) -> int | None:
 
 
 def rank_bucket_label(bucket: int | None) -> str:
+    if bucket is None:
+        return "—"
     return {0: "top-10", 1: "top-100", 2: "top-1000", 3: "rest"}.get(bucket, "—")
 
 

@@ -69,8 +69,9 @@ def score(user: Any, data: dict[str, Any]) -> Generation:
             raise Refusal(f"Token ids out of the vocabulary of {model.id}{size}: {listed}.")
         tokenized: list[int] | None = data["ids"]
     else:
-        prompt = data["text"]
-        tokenized = tokens.tokenize(model.id, prompt, add_special_tokens=special)
+        text: str = data["text"]
+        prompt = text
+        tokenized = tokens.tokenize(model.id, text, add_special_tokens=special)
         if tokenized is not None and not tokenized:
             raise Refusal("The text has no tokens with add_special_tokens off.")
     if full:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -17,6 +17,7 @@ from completions.hints import model_hints
 from completions.models import Generation
 from completions.registry import save_to_history
 from core.forms import first_error
+from core.shortcuts import HtmxRequest
 from core.tokens import LEGEND, Chip, chips_html, probability, visible_text
 from inspector import charts, scoring, services
 from inspector.forms import ChoicesForm, CompareForm, SaveForm, ScoreForm
@@ -35,9 +36,9 @@ def _models() -> tuple[list[Any], str | None, str]:
         return [], None, f"The backend's model list is unavailable: {exc.message}"
 
 
-def _forms(data=None, which: str = "") -> dict[str, Any]:
+def _forms(data: QueryDict | None = None, which: str = "") -> dict[str, Any]:
     models, default, problem = _models()
-    kw = {"models": models, "default_model": default}
+    kw: dict[str, Any] = {"models": models, "default_model": default}
     return {
         # Three forms on one page: distinct auto ids keep labels pointing at their own fields.
         "score_form": ScoreForm(data if which == "score" else None, auto_id="score_%s", **kw),
@@ -71,7 +72,7 @@ def _owned(request: HttpRequest, generation_id: int) -> Generation:
 
 
 def _respond_error(
-    request: HttpRequest, which: str, form: Any, message: str = "", refusal: Any = None
+    request: HtmxRequest, which: str, form: Any, message: str = "", refusal: Any = None
 ) -> HttpResponse:
     context = _forms(request.POST, which)
     context[f"{which}_form"] = form
@@ -89,7 +90,7 @@ def _respond_error(
     return render(request, PAGE, context, status=400)
 
 
-def _respond_result(request: HttpRequest, generation: Generation) -> HttpResponse:
+def _respond_result(request: HtmxRequest, generation: Generation) -> HttpResponse:
     url = reverse("inspect_result", args=[generation.pk])
     if not request.htmx:
         return redirect(url)
@@ -98,7 +99,7 @@ def _respond_result(request: HttpRequest, generation: Generation) -> HttpRespons
     return response
 
 
-def _submit(request: HttpRequest, which: str, run: Any) -> HttpResponse:
+def _submit(request: HtmxRequest, which: str, run: Any) -> HttpResponse:
     """The three forms share one flow: validate, run (which may refuse before
     anything is sent), then show the result or the form with its message."""
     form = _forms(request.POST, which)[f"{which}_form"]
@@ -179,6 +180,7 @@ def _delta_chip(index: int, pair: scoring.DeltaRow) -> Chip:
 
 
 def _result_context(generation: Generation) -> dict[str, Any]:
+    assert generation.target is not None  # an Inspect result is made with its target
     return {
         **result_context(generation.target, key=generation.pk),
         "generation": generation,
@@ -260,17 +262,17 @@ def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
 
 
 @require_POST
-def score(request: HttpRequest) -> HttpResponse:
+def score(request: HtmxRequest) -> HttpResponse:
     return _submit(request, "score", services.score)
 
 
 @require_POST
-def choices(request: HttpRequest) -> HttpResponse:
+def choices(request: HtmxRequest) -> HttpResponse:
     return _submit(request, "choices", services.choices)
 
 
 @require_POST
-def compare(request: HttpRequest) -> HttpResponse:
+def compare(request: HtmxRequest) -> HttpResponse:
     return _submit(request, "compare", services.compare)
 
 
@@ -282,6 +284,7 @@ def export(request: HttpRequest, generation_id: int, fmt: str) -> HttpResponse:
     if fmt not in ("csv", "jsonl"):
         raise Http404("export as .csv or .jsonl")
     generation = _owned(request, generation_id)
+    assert generation.target is not None  # _owned: an Inspect result has its target
     records = scoring.export_records(generation.target.get("rows") or [])
     if fmt == "csv":
         body, content_type = scoring.to_csv(records), "text/csv; charset=utf-8"
@@ -305,7 +308,7 @@ def save(request: HttpRequest, generation_id: int) -> HttpResponse:
     full = Generation.objects.get(pk=generation.pk)
     # A compare across two models ran a second request; it is part of this result.
     parts = Generation.objects.filter(
-        owner=request.user, kind=Generation.Kind.INSPECT, target__of=generation.pk
+        owner_id=request.user.pk, kind=Generation.Kind.INSPECT, target__of=generation.pk
     )
     save_to_history(
         full,

@@ -207,7 +207,8 @@ class TreeConsumer(OwnerConsumer):
         for sync views is busy with the very request that made the change."""
         from loom.reader_views import live_key
 
-        key = live_key(self.tree_id, self.node or 0, self.archived, stamp, self.role)
+        node = self.node or 0  # no node has pk 0: the same "not found" as None
+        key = live_key(self.tree_id, node, self.archived, stamp, self.role)
         html = await sync_to_async(cache.get, thread_sensitive=False)(key)
         if html is not None:
             return html
@@ -215,7 +216,7 @@ class TreeConsumer(OwnerConsumer):
         if task is None:
             render = sync_to_async(_render_parts, thread_sensitive=False)
             task = asyncio.ensure_future(
-                render(self.tree_id, self.node, self.archived, stamp, self.role)
+                render(self.tree_id, node, self.archived, stamp, self.role)
             )
             _rendering[key] = task
             task.add_done_callback(lambda _t: _rendering.pop(key, None))

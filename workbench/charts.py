@@ -20,6 +20,12 @@ def _points(chips: list[Chip] | None) -> list[Chip]:
     return [c for c in chips or [] if c.index is not None and c.logprob is not None]
 
 
+def _at(point: Chip) -> int:
+    """A point's token index (_points keeps only chips that have one)."""
+    assert point.index is not None
+    return point.index
+
+
 def _split(chips: list[Chip]) -> int | None:
     return next((c.index for c in chips if c.diverges), None)
 
@@ -40,7 +46,7 @@ def sample_charts(samples: list[SampleView], key: Any) -> list[Chart]:
             Chart(
                 id=f"chart-wb-{key}-{sample.index}",
                 title=f"Sample #{sample.index}",
-                x=[c.index for c in points],
+                x=[_at(c) for c in points],
                 x_names=[_name(c) for c in points],
                 names_label="token",
                 x_label="token",
@@ -69,9 +75,9 @@ def pair_chart(pair: ComparedPair, a_key: Any, b_key: Any) -> Chart | None:
     b = _points(pair.b.tokens if pair.b else None)
     if not a or not b:
         return None
-    positions = sorted({c.index for c in a} | {c.index for c in b})
-    by_a = {c.index: c for c in a}
-    by_b = {c.index: c for c in b}
+    positions = sorted({_at(c) for c in a} | {_at(c) for c in b})
+    by_a = {_at(c): c for c in a}
+    by_b = {_at(c): c for c in b}
     names = [_name(by_a[i]) if i in by_a else _name(by_b[i]) for i in positions]
     marks = []
     split_a, split_b = _split(a), _split(b)

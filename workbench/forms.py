@@ -5,7 +5,7 @@ a 500)."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -28,7 +28,8 @@ class SaveForm(forms.Form):
 
     def __init__(self, *args: Any, indexes: list[int], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["choice"].choices = [(str(i), str(i)) for i in indexes]
+        choice = cast(forms.TypedMultipleChoiceField, self.fields["choice"])
+        choice.choices = [(str(i), str(i)) for i in indexes]
 
 
 class HistoryFilterForm(forms.Form):

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -21,6 +21,7 @@ from completions.registry import saved_result_context
 from completions.schema import ParamsInvalid
 from core.downloads import download
 from core.forms import first_error
+from core.shortcuts import HtmxRequest
 from workbench.display import LEGEND, run_choices, sample_views
 from workbench.forms import HistoryFilterForm
 from workbench.models import Run, Sample
@@ -39,7 +40,7 @@ def _filters(request: HttpRequest) -> dict:
 
 
 @require_GET
-def history(request: HttpRequest) -> HttpResponse:
+def history(request: HtmxRequest) -> HttpResponse:
     form = _filter_form(request)
     filters = form.filters()
     runs = (
@@ -51,7 +52,8 @@ def history(request: HttpRequest) -> HttpResponse:
     )
     page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
     query_string = urlencode(
-        {k: v for k, v in request.GET.items() if k != "page" and v}, doseq=False
+        {k: v for k, v in request.GET.items() if k != "page" and isinstance(v, str) and v},
+        doseq=False,
     )
     context = {
         "page": page,
@@ -120,12 +122,12 @@ def recover(request: HttpRequest) -> HttpResponse:
 # as they come, so a large history never sits in memory.
 
 
-def _jsonl(samples) -> Iterator[str]:
+def _jsonl(samples: QuerySet[Sample]) -> Iterator[str]:
     for sample in samples.iterator(chunk_size=EXPORT_CHUNK):
         yield json.dumps(sample.export_line(), ensure_ascii=False) + "\n"
 
 
-def _json(runs) -> Iterator[str]:
+def _json(runs: QuerySet[Run]) -> Iterator[str]:
     yield "["
     first = True
     for run in runs.prefetch_related("samples").iterator(chunk_size=EXPORT_CHUNK):
@@ -148,7 +150,9 @@ def export_run(request: HttpRequest, run_id: int, fmt: str) -> StreamingHttpResp
     return _export(request, Run.objects.filter(pk=run.pk), f"weft-run-{run.pk}", fmt)
 
 
-def _export(request: HttpRequest, runs, name: str, fmt: str) -> StreamingHttpResponse:
+def _export(
+    request: HttpRequest, runs: QuerySet[Run], name: str, fmt: str
+) -> StreamingHttpResponse:
     if fmt not in ("json", "jsonl"):
         raise Http404
     if fmt == "jsonl":

@@ -36,7 +36,7 @@ def prompt_text(prompt: Any) -> str:
     return json.dumps(prompt)
 
 
-class RunQuerySet(models.QuerySet):
+class RunQuerySet(models.QuerySet["Run"]):
     def for_user(self, user: Any) -> RunQuerySet:
         return self.filter(owner=user)
 
@@ -122,7 +122,7 @@ class RunQuerySet(models.QuerySet):
             more = sorted(other.choices or [], key=lambda c: int(c.get("index", 0)))
             choices += [{**c, "index": offset + i} for i, c in enumerate(more)]
             offset += len(more)
-        samples = []
+        samples: list[Sample] = []
         for choice in choices:
             count, mean = logprob_stats(choice.get("logprobs"))
             samples.append(
@@ -344,7 +344,7 @@ DRAFT_RUNS = 6
 DRAFT_PAGES = 8  # pages whose save numbers a draft remembers
 
 
-class DraftQuerySet(models.QuerySet):
+class DraftQuerySet(models.QuerySet["Draft"]):
     def of(self, user: Any) -> Draft:
         """The user's draft (an empty one when they have none yet; not saved)."""
         return self.filter(owner=user).first() or Draft(owner=user)

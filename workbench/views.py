@@ -23,7 +23,7 @@ from completions.models import Generation
 from completions.schema import ModelInfo, ParamsInvalid, validate_params
 from completions.shortcuts import own_generation
 from core.forms import first_error
-from core.shortcuts import int_or_404
+from core.shortcuts import HtmxRequest, int_or_404
 from core.tokens import chips_for, chips_html
 from loom.models import Tree
 from workbench import drafts
@@ -81,7 +81,7 @@ def _budget(request: HttpRequest) -> dict[str, int]:
 
 def result_context(request: HttpRequest, generation: Generation) -> dict[str, Any]:
     body = generation.params or {}
-    saved = generation.runs.filter(owner=request.user).order_by("-pk").first()
+    saved = generation.runs.filter(owner_id=request.user.pk).order_by("-pk").first()
     return {
         "generation": generation,
         "form_id": f"save-{generation.pk}",
@@ -127,8 +127,8 @@ def workbench(request: HttpRequest) -> HttpResponse:
         shown = [opened.pk, *(i for i in shown if i != opened.pk)]
     context = {
         **kit.params_context(values, models, model_error),
-        "presets": Preset.objects.filter(owner=request.user),
-        "saved_prompts": SavedPrompt.objects.filter(owner=request.user),
+        "presets": Preset.objects.filter(owner_id=request.user.pk),
+        "saved_prompts": SavedPrompt.objects.filter(owner_id=request.user.pk),
         "budget": _budget(request),
         "recoverable": Generation.objects.recoverable(request.user).filter(kind__in=KINDS).count(),
         "token_legend": LEGEND,
@@ -146,9 +146,10 @@ def _own_or_404(model: type, request: HttpRequest, pk: str) -> Any:
 def _run_blocks(request: HttpRequest, ids: list[int]) -> list[str]:
     """The runs the draft shows, newest first, each rendered as the page shows a run."""
     by_id = {
-        g.pk: g for g in Generation.objects.filter(owner=request.user, pk__in=ids, kind__in=KINDS)
+        g.pk: g
+        for g in Generation.objects.filter(owner_id=request.user.pk, pk__in=ids, kind__in=KINDS)
     }
-    blocks = []
+    blocks: list[str] = []
     for pk in ids:
         if (generation := by_id.get(pk)) is not None:
             generation = lifecycle.check_alive(generation)
@@ -299,7 +300,7 @@ def render_result(request: HttpRequest, generation: Generation) -> HttpResponse:
 
 
 @require_POST
-def save(request: HttpRequest, generation_id: int) -> HttpResponse:
+def save(request: HtmxRequest, generation_id: int) -> HttpResponse:
     generation = own_generation(request, generation_id, *KINDS)
     if not generation.is_terminal:
         return render(request, f"{RESULTS}#save_error", {"message": "Wait for the run to end."})
@@ -343,7 +344,7 @@ def open_in_loom(request: HttpRequest) -> HttpResponse:
 
 
 def _presets(request: HttpRequest, **extra: Any) -> HttpResponse:
-    context = {"presets": Preset.objects.filter(owner=request.user), **extra}
+    context = {"presets": Preset.objects.filter(owner_id=request.user.pk), **extra}
     return render(request, f"{PAGE}#presets", context)
 
 
@@ -369,7 +370,7 @@ def preset_save(request: HttpRequest) -> HttpResponse:
     if isinstance(saving, str):
         return _presets(request, preset_error=saving)
     name, data = saving
-    Preset.objects.update_or_create(owner=request.user, name=name, defaults={"params": data})
+    Preset.objects.update_or_create(owner_id=request.user.pk, name=name, defaults={"params": data})
     return _presets(request, preset_message=f"Saved preset “{name}”.")
 
 
@@ -388,7 +389,7 @@ def preset_delete(request: HttpRequest, preset_id: int) -> HttpResponse:
 
 
 def _prompts(request: HttpRequest, **extra: Any) -> HttpResponse:
-    context = {"saved_prompts": SavedPrompt.objects.filter(owner=request.user), **extra}
+    context = {"saved_prompts": SavedPrompt.objects.filter(owner_id=request.user.pk), **extra}
     return render(request, f"{PAGE}#saved_prompts", context)
 
 
@@ -400,7 +401,7 @@ def prompt_save(request: HttpRequest) -> HttpResponse:
         return _prompts(request, prompt_error=saving)
     name, data = saving
     SavedPrompt.objects.update_or_create(
-        owner=request.user,
+        owner_id=request.user.pk,
         name=name,
         defaults={"prompt": form.cleaned_data["prompt"], "params": data},
     )

@@ -5,8 +5,8 @@ accepted."""
 
 import pytest
 
-from api.ledger import usage_summary
 from api.models import ApiKey
+from completions.budget import key_summary as usage_summary
 from tests.api.conftest import ASYNC, harvest_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ with nothing stored is a 400."""
 
 import pytest
 
-from api.ledger import usage_summary
+from completions.budget import key_summary as usage_summary
 from tests.api.conftest import ASYNC, harvest_until, key_of
 
 pytestmark = pytest.mark.django_db(transaction=True)

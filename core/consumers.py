@@ -17,6 +17,7 @@ import time
 import weakref
 from typing import Any, NamedTuple
 
+import redis
 import redis.asyncio as aioredis
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -133,7 +134,13 @@ class OwnerConsumer(AsyncJsonWebsocketConsumer):
             await self.close()
             return
         self.caps = [user_cap(self.user.pk), *self.more_caps()]
-        full = await acquire(self.caps, self.channel_name)
+        try:
+            full = await acquire(self.caps, self.channel_name)
+        except redis.RedisError as exc:
+            # Redis away or just restarted: a cap that cannot be counted must not turn
+            # the socket into a 500; this one goes uncounted, the next is counted again.
+            log.warning("%s: socket caps not counted: %s", type(self).__name__, type(exc).__name__)
+            self.caps, full = [], None
         if full is not None:
             self.caps = []
             log.info("%s: user %s refused, %s full", type(self).__name__, self.user.pk, full.key)

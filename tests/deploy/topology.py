@@ -109,6 +109,10 @@ class Topology:
             WEFT_BACKEND_MAX_RETRIES="0",
             WEFT_API_MAX_ACTIVE="2",
             WEFT_API_MAX_WAITING="2",
+            # The tests give one person several keys, each with its own 2 + 2 places:
+            # the person's caps (by default each key's) must not be what refuses them.
+            WEFT_API_USER_MAX_ACTIVE="8",
+            WEFT_API_USER_MAX_WAITING="8",
             WEFT_API_LEASE_SECONDS="2",
         )
         return env

@@ -50,7 +50,14 @@ def test_it_lists_the_model(client: httpx.Client) -> None:
     assert m["object"] == "model" and m["default"] is True
     assert isinstance(m["id"], str) and isinstance(m["root"], str) and m["id"] != m["root"]
     assert m["max_model_len"] > 0
-    assert m["capabilities"] == {"max_logprobs": 20, "full_vocab_max_prompt_tokens": 1024}
+    caps = m["capabilities"]
+    assert {k: caps[k] for k in ("max_logprobs", "full_vocab_max_prompt_tokens")} == {
+        "max_logprobs": 20,
+        "full_vocab_max_prompt_tokens": 1024,
+    }
+    # The vocabulary's size, for the door's worst-case estimate of a stored result.
+    assert isinstance(caps["vocab_size"], int) and caps["vocab_size"] > 0
+    assert set(caps) == {"max_logprobs", "full_vocab_max_prompt_tokens", "vocab_size"}
 
 
 def test_it_reports_health(client: httpx.Client) -> None:

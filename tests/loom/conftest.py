@@ -25,8 +25,10 @@ def make_tree(make_user):
 def engine_url():
     from engine.testing import run_engine
 
-    # A small delay per token so streaming is observable, short enough to keep tests quick.
-    with run_engine("scripted", token_delay=0.01) as base:
+    # A small delay per token so streaming is observable (the page's socket opens once its
+    # module scripts have run: at 10 ms a short run could end before it), short enough to
+    # keep tests quick.
+    with run_engine("scripted", token_delay=0.03) as base:
         yield base
 
 

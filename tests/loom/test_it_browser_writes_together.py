@@ -36,7 +36,17 @@ def reader_at(page, node_id):
 
 
 # A viewer's refused change is a 403, which Chromium logs.
-@pytest.mark.allow_console_errors(r"status of 403 \(Forbidden\)")
+@pytest.fixture
+def browser_context_args(browser_context_args):
+    # Playwright evaluates wait_for_function's string predicates with eval, which the
+    # pages' CSP forbids once a page re-renders (the CSP has its own test).
+    return {**browser_context_args, "bypass_csp": True}
+
+
+# A viewer's refused change (403) and a stale edit offered back (422) are intended.
+@pytest.mark.allow_console_errors(
+    r"status of 403 \(Forbidden\)", r"status of 422 \(Unprocessable Entity\)"
+)
 def test_it_lets_two_people_write_in_one_tree(
     loom_stack, make_user, make_tree, page, browser, artifacts_dir
 ):
@@ -46,9 +56,7 @@ def test_it_lets_two_people_write_in_one_tree(
     root = tree.root
     share(tree, ben, "editor")
     a = page
-    # Playwright evaluates wait_for_function's string predicates with eval, which the
-    # pages' CSP forbids once a page re-renders (the CSP has its own test).
-    b = browser.new_context(bypass_csp=True).new_page()
+    b = browser.new_context(bypass_csp=True).new_page()  # as browser_context_args
     sign_in(a, base, "ann")
     sign_in(b, base, "ben")
     open_tree(a, base, tree, root)

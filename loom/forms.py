@@ -75,14 +75,6 @@ class ExportForm(forms.Form):
     node = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
 
-def first_error(form: forms.Form) -> str:
-    """One line naming the field and what is wrong with it."""
-    for name, errors in form.errors.items():
-        label = "" if name == "__all__" else f"{name}: "
-        return f"{label}{errors[0]}"
-    return ""
-
-
 class ShareForm(forms.Form):
     """The share dialog's "add a person" (also changes the role of one already in)."""
 

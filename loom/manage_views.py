@@ -13,12 +13,13 @@ from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from core.forms import first_error
 from loom import access, tree_views
 from loom import search as finding
 from loom.access import tree_for
 from loom.formats import exporters, importers
 from loom.formats.importers import ImportRefused, import_file
-from loom.forms import ExportForm, NewTreeForm, SearchForm, TitleForm, first_error
+from loom.forms import ExportForm, NewTreeForm, SearchForm, TitleForm
 from loom.models import Node, Tree
 from loom.shortcuts import node_url, owned_node
 

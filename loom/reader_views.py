@@ -16,11 +16,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from completions.client import list_models
 from completions.errors import BackendError
+from core.forms import first_error
 from loom import access, tree_views
 from loom import search as finding
 from loom.access import tree_for
 from loom.formats import exporters
-from loom.forms import ChildOrderForm, SearchForm, WriteModeForm, first_error
+from loom.forms import ChildOrderForm, SearchForm, WriteModeForm
 from loom.models import Node, Stale, Tree, WriteMode
 from loom.reading import hoisted_path, path_context, prose_html, reader_context
 from loom.shortcuts import INVALID, SHOW_ARCHIVED, node_url, owned_node

@@ -8,9 +8,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from core.forms import first_error
 from loom import access
 from loom.access import tree_for
-from loom.forms import ShareForm, first_error
+from loom.forms import ShareForm
 from loom.models import Tree
 
 # As the other loom refusals: htmx swaps a 422 (the message shows in the dialog).

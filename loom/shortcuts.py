@@ -9,7 +9,7 @@ from typing import Any
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from loom.forms import first_error
+from core.forms import first_error
 from loom.models import LoomError, Node, Tree
 
 # Refusals render a fragment that says why; loom pages tell htmx to swap 422s
